@@ -1,0 +1,7 @@
+"""qdd: prefill/decode disaggregated vLLM serving of Qwen3.5 on Kubernetes.
+
+Layers (DESIGN.md §2): ``api`` → ``plan`` → ``render`` are pure (no kopf, no kubernetes
+client); ``controller`` and ``cli`` do the I/O.
+"""
+
+__version__ = "0.1.0"

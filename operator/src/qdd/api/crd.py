@@ -1,0 +1,125 @@
+"""The CustomResourceDefinition, generated from the pydantic models.
+
+The OpenAPI schema must be structural (apiextensions.k8s.io/v1): no ``$ref``, no ``anyOf`` with
+null, every object typed. :func:`structural` rewrites pydantic's JSON schema into that shape
+and keeps descriptions, defaults, bounds, enums and the CEL rules.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import labels
+from .spec import QwenDisaggDeploymentSpec
+from .status import QwenDisaggDeploymentStatus
+
+_DROP = {"title", "$defs"}
+
+
+def structural(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Inline ``$ref``, collapse ``anyOf [X, null]`` to X, drop titles; recurse."""
+    defs = defs if defs is not None else schema.get("$defs", {})
+    if "$ref" in schema:
+        target = defs[schema["$ref"].split("/")[-1]]
+        merged = {**target, **{k: v for k, v in schema.items() if k != "$ref"}}
+        return structural(merged, defs)
+    if "anyOf" in schema:
+        branches = [b for b in schema["anyOf"] if b.get("type") != "null"]
+        if len(branches) != 1:
+            raise ValueError(f"not structural: anyOf {schema['anyOf']}")
+        rest = {k: v for k, v in schema.items() if k != "anyOf"}
+        if rest.get("default", "x") is None:
+            rest.pop("default")
+        return structural({**branches[0], **rest}, defs)
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in _DROP:
+            continue
+        if key == "properties":
+            out[key] = {k: structural(v, defs) for k, v in value.items()}
+        elif key == "items":
+            out[key] = structural(value, defs)
+        elif key == "additionalProperties":
+            if value is False:
+                continue  # structural schemas prune unknown fields already
+            if value is True or value == {}:
+                out["x-kubernetes-preserve-unknown-fields"] = True
+            else:
+                out[key] = structural(value, defs)
+        elif key == "required" and not value:
+            continue
+        else:
+            out[key] = value
+    if out.get("type") == "object" and "properties" not in out and "additionalProperties" not in out:
+        out["x-kubernetes-preserve-unknown-fields"] = True
+    if "default" in out and out["default"] is None:
+        out.pop("default")
+    return out
+
+
+def openapi_schema() -> dict[str, Any]:
+    spec = structural(QwenDisaggDeploymentSpec.model_json_schema(by_alias=True, mode="validation"))
+    status = structural(QwenDisaggDeploymentStatus.model_json_schema(by_alias=True, mode="validation"))
+    spec["description"] = "What to serve, on what, for which traffic. See `qdd plan` for the effective sizing."
+    status["description"] = "Observed state, written by the operator."
+    return {
+        "type": "object",
+        "description": "A prefill/decode disaggregated vLLM deployment of a Qwen3.5 model.",
+        "required": ["spec"],
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": spec,
+            "status": status,
+        },
+    }
+
+
+PRINTER_COLUMNS = [
+    {"name": "Prefill", "type": "string", "jsonPath": ".status.prefillReady", "description": "Ready/desired prefill endpoints."},
+    {"name": "Decode", "type": "string", "jsonPath": ".status.decodeReady", "description": "Ready/desired decode endpoints."},
+    {"name": "GPUs", "type": "integer", "jsonPath": ".status.gpus", "description": "GPUs requested by engine pods."},
+    {"name": "Concurrency", "type": "integer", "jsonPath": ".spec.workload.concurrency", "description": "Target concurrent requests."},
+    {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},
+    {"name": "Reason", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].reason', "priority": 1},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
+
+
+def crd() -> dict[str, Any]:
+    """The CRD object for qwendisaggdeployments.qdd.dev (apiextensions.k8s.io/v1)."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{labels.PLURAL}.{labels.GROUP}", "labels": {labels.PART_OF: "qdd"}},
+        "spec": {
+            "group": labels.GROUP,
+            "names": {
+                "kind": labels.KIND,
+                "listKind": f"{labels.KIND}List",
+                "plural": labels.PLURAL,
+                "singular": labels.SINGULAR,
+                "shortNames": [labels.SHORT_NAME],
+                "categories": ["all", "llm"],
+            },
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": labels.VERSION,
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": openapi_schema()},
+                    "subresources": {
+                        "status": {},
+                        "scale": {
+                            "specReplicasPath": ".spec.prefill.endpoints",
+                            "statusReplicasPath": ".status.replicas",
+                            "labelSelectorPath": ".status.selector",
+                        },
+                    },
+                    "additionalPrinterColumns": PRINTER_COLUMNS,
+                }
+            ],
+        },
+    }

@@ -1,0 +1,83 @@
+"""Parsing a QwenDisaggDeployment (a dict from YAML or the API server) into typed objects."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from .. import labels
+from ..errors import FieldError, SpecError
+from .rules import SPEC_RULES
+from .spec import QwenDisaggDeploymentSpec
+
+API_VERSION = f"{labels.GROUP}/{labels.VERSION}"
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A parsed custom resource: identity plus a validated spec."""
+
+    name: str
+    namespace: str
+    spec: QwenDisaggDeploymentSpec
+    uid: str | None = None
+    generation: int | None = None
+
+
+def _loc_to_path(loc: tuple[Any, ...]) -> str:
+    path = "spec"
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += f".{part}"
+    return path
+
+
+def parse_spec(spec: Any) -> QwenDisaggDeploymentSpec:
+    """Validate ``spec`` (a dict). Raises :class:`SpecError` listing every bad field with a fix."""
+    if not isinstance(spec, dict):
+        raise SpecError.one("spec", "must be a mapping with model, engine, workload, prefill and decode")
+    try:
+        parsed = QwenDisaggDeploymentSpec.model_validate(spec)
+    except ValidationError as e:
+        errors = []
+        for err in e.errors():
+            # pydantic reports unions and literals with a trailing type tag in loc: drop non-field parts.
+            loc = tuple(p for p in err["loc"] if isinstance(p, int) or not str(p).startswith(("literal[", "function-")))
+            msg = err["msg"]
+            if err["type"] == "extra_forbidden":
+                msg = "unknown field (check its spelling against `kubectl explain qdd.spec`)"
+            elif err["type"] == "missing":
+                msg = "required field is missing"
+            errors.append(FieldError(_loc_to_path(loc), msg))
+        raise SpecError(errors) from None
+    broken = [FieldError("spec" + r.field, r.message) for r in SPEC_RULES if not r.check(parsed)]
+    if broken:
+        raise SpecError(broken)
+    return parsed
+
+
+def parse_resource(obj: Any) -> Resource:
+    """Validate a whole custom resource dict (apiVersion, kind, metadata, spec)."""
+    if not isinstance(obj, dict):
+        raise SpecError.one("(document)", "must be a QwenDisaggDeployment mapping")
+    errs = []
+    if obj.get("apiVersion") != API_VERSION:
+        errs.append(FieldError("apiVersion", f"must be {API_VERSION}"))
+    if obj.get("kind") != labels.KIND:
+        errs.append(FieldError("kind", f"must be {labels.KIND}"))
+    meta = obj.get("metadata") or {}
+    name = meta.get("name")
+    if not name:
+        errs.append(FieldError("metadata.name", "required"))
+    elif len(name) > 40:
+        # Child names append up to 23 characters (e.g. -decode-0-worker-hdless) under the 63-character limit.
+        errs.append(FieldError("metadata.name", "at most 40 characters: child object names are built from it"))
+    if errs:
+        raise SpecError(errs)
+    spec = parse_spec(obj.get("spec"))
+    return Resource(name=name, namespace=meta.get("namespace") or "default", spec=spec,
+                    uid=meta.get("uid"), generation=meta.get("generation"))

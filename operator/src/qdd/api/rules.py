@@ -1,0 +1,95 @@
+"""Cross-field rules of the spec, written once and enforced twice: as CEL
+``x-kubernetes-validations`` on the CRD (refused at ``kubectl apply``) and as Python checks in
+``qdd plan``/``qdd render`` and the operator (for clusters that skip CEL). Each rule names the
+field a user must change. Field failures they prevent: FACTS.md §9.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..catalog import ENGINE_PROFILES
+
+LOOPBACK_HOSTS = ("0.0.0.0", "localhost", "127.0.0.1", "::", "::1")
+UNSAFE_ASYNC_VERSIONS = tuple(sorted(v for v, p in ENGINE_PROFILES.items() if not p.async_scheduling_race_fixes))
+
+
+@dataclass(frozen=True)
+class Rule:
+    cel: str
+    """CEL on the spec object (``self`` = spec)."""
+    field: str
+    """Path below ``spec`` of the field to change, CEL fieldPath syntax (``.prefill.topology.tensorParallel``)."""
+    message: str
+    check: Callable[[Any], bool]
+    """Python twin of ``cel`` on a parsed spec: True when the rule holds."""
+
+
+def _cel_list(items: tuple[str, ...]) -> str:
+    return "[" + ", ".join(f"'{i}'" for i in items) + "]"
+
+
+def _roles_rules() -> list[Rule]:
+    out: list[Rule] = []
+    for role in ("prefill", "decode"):
+        out.append(Rule(
+            cel=f"!self.{role}.tuning.prefixCaching",
+            field=f".{role}.tuning.prefixCaching",
+            message="prefix caching must be off for hybrid (GDN) models over NIXL: decode crashes with it; remove prefixCaching or set it false",
+            check=lambda s, r=role: not getattr(s, r).tuning.prefix_caching,
+        ))
+        out.append(Rule(
+            cel=(f"!(has(self.{role}.tuning.asyncScheduling) && self.{role}.tuning.asyncScheduling"
+                 f" && self.engine.vllmVersion in {_cel_list(UNSAFE_ASYNC_VERSIONS)})"),
+            field=f".{role}.tuning.asyncScheduling",
+            message=("async scheduling needs an engine with vLLM PRs #45357 and #48481 (P/D + hybrid KV races; "
+                     f"without them accuracy collapses); engine versions {', '.join(UNSAFE_ASYNC_VERSIONS)} lack them: "
+                     "remove asyncScheduling or use engine.vllmVersion 0.33.0"),
+            check=lambda s, r=role: not (getattr(s, r).tuning.async_scheduling
+                                         and s.engine.vllm_version.lstrip("v") in UNSAFE_ASYNC_VERSIONS),
+        ))
+    return out
+
+
+SPEC_RULES: list[Rule] = [
+    Rule(
+        cel="self.prefill.topology.tensorParallel == self.decode.topology.tensorParallel",
+        field=".decode.topology.tensorParallel",
+        message="prefill and decode tensorParallel must be equal: NIXL transfer of hybrid (GDN) models supports homogeneous TP only",
+        check=lambda s: s.prefill.topology.tensor_parallel == s.decode.topology.tensor_parallel,
+    ),
+    Rule(
+        cel="self.prefill.tuning.kvCacheDtype == self.decode.tuning.kvCacheDtype",
+        field=".decode.tuning.kvCacheDtype",
+        message="prefill and decode kvCacheDtype must be equal: a mismatch corrupts transferred KV silently",
+        check=lambda s: s.prefill.tuning.kv_cache_dtype == s.decode.tuning.kv_cache_dtype,
+    ),
+    Rule(
+        cel="self.prefill.tuning.mambaSsmCacheDtype == self.decode.tuning.mambaSsmCacheDtype",
+        field=".decode.tuning.mambaSsmCacheDtype",
+        message="prefill and decode mambaSsmCacheDtype must be equal: a mismatch corrupts transferred GDN state silently",
+        check=lambda s: s.prefill.tuning.mamba_ssm_cache_dtype == s.decode.tuning.mamba_ssm_cache_dtype,
+    ),
+    Rule(
+        cel=(f"!has(self.kvTransfer.sideChannelHost) || !(self.kvTransfer.sideChannelHost in {_cel_list(LOOPBACK_HOSTS)}"
+             " || self.kvTransfer.sideChannelHost.startsWith('127.'))"),
+        field=".kvTransfer.sideChannelHost",
+        message="sideChannelHost must be an address peers can reach, not 0.0.0.0 or a loopback name: decode would dial itself; remove it to use the pod IP",
+        check=lambda s: s.kv_transfer.side_channel_host is None
+        or not (s.kv_transfer.side_channel_host in LOOPBACK_HOSTS or s.kv_transfer.side_channel_host.startswith("127.")),
+    ),
+    Rule(
+        cel="self.ports.dataParallelRpc != self.ports.http",
+        field=".ports.dataParallelRpc",
+        message="dataParallelRpc must differ from the HTTP port (the engine fails to start); the default is 29550",
+        check=lambda s: s.ports.data_parallel_rpc != s.ports.http,
+    ),
+    *_roles_rules(),
+]
+
+
+def cel_rules(rules: list[Rule]) -> dict[str, Any]:
+    """``json_schema_extra`` carrying the rules as CRD ``x-kubernetes-validations``."""
+    return {"x-kubernetes-validations": [{"rule": r.cel, "fieldPath": r.field, "message": r.message} for r in rules]}

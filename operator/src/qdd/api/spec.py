@@ -1,0 +1,186 @@
+"""``QwenDisaggDeployment.spec``: what the user asks for.
+
+Every field's description becomes ``kubectl explain`` text through the generated CRD
+(:mod:`qdd.api.crd`). Defaults reproduce the seed recipes (FACTS.md §1); fields left empty
+(``None``) are computed by the planner from the workload (:mod:`qdd.plan.sizing`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from .base import ApiModel
+from .rules import SPEC_RULES, cel_rules
+
+KVCacheDtype = Literal["auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2"]
+MambaDtype = Literal["auto", "bfloat16", "float16", "float32"]
+
+
+class PVCSource(ApiModel):
+    claim_name: str = Field(min_length=1, description="PersistentVolumeClaim holding the checkpoint.")
+    sub_path: str | None = Field(None, description="Folder of the checkpoint inside the volume.")
+
+
+class SecretKeyRef(ApiModel):
+    name: str = Field(min_length=1, description="Secret name.")
+    key: str = Field("token", description="Key in the Secret.")
+
+
+class HuggingFaceSource(ApiModel):
+    token_secret_ref: SecretKeyRef | None = Field(None, description="Secret with an HF token, exported as HF_TOKEN.")
+    cache_pvc: str | None = Field(None, description="PVC mounted at the HF cache (HF_HOME) so restarts do not re-download.")
+
+
+class ModelSourceSpec(ApiModel):
+    pvc: PVCSource | None = Field(None, description="Load the checkpoint from a PersistentVolumeClaim (mounted read-only at /models).")
+    hugging_face: HuggingFaceSource | None = Field(None, description="Download from the Hugging Face hub at start.")
+
+
+class ArchitectureSpec(ApiModel):
+    """config.json numbers of a model the catalog lacks (names as in config.json, camelCased)."""
+
+    name: str = Field(min_length=1, description="Architecture name; a catalog name uses the catalog's numbers.")
+    vllm_class: str = Field("Qwen3_5MoeForConditionalGeneration", description="vLLM model class (config.json architectures[0]).")
+    num_hidden_layers: int = Field(ge=1, description="config.json num_hidden_layers.")
+    full_attention_interval: int = Field(4, ge=1, description="config.json full_attention_interval: layer i is full attention iff (i+1) % interval == 0.")
+    num_attention_heads: int = Field(ge=1, description="config.json num_attention_heads.")
+    num_key_value_heads: int = Field(ge=1, description="config.json num_key_value_heads.")
+    head_dim: int = Field(256, ge=1, description="config.json head_dim.")
+    linear_num_key_heads: int = Field(ge=1, description="config.json linear_num_key_heads (Gated DeltaNet).")
+    linear_num_value_heads: int = Field(ge=1, description="config.json linear_num_value_heads.")
+    linear_key_head_dim: int = Field(128, ge=1, description="config.json linear_key_head_dim.")
+    linear_value_head_dim: int = Field(128, ge=1, description="config.json linear_value_head_dim.")
+    linear_conv_kernel_dim: int = Field(4, ge=2, description="config.json linear_conv_kernel_dim.")
+    hidden_size: int = Field(ge=1, description="config.json hidden_size.")
+    vocab_size: int = Field(ge=1, description="config.json vocab_size.")
+    num_experts: int = Field(0, ge=0, description="config.json num_experts (0 for dense).")
+    num_experts_per_tok: int = Field(0, ge=0, description="config.json num_experts_per_tok.")
+    moe_intermediate_size: int = Field(0, ge=0, description="config.json moe_intermediate_size.")
+    shared_expert_intermediate_size: int = Field(0, ge=0, description="config.json shared_expert_intermediate_size.")
+    intermediate_size: int = Field(0, ge=0, description="config.json intermediate_size (dense MLP).")
+
+
+class ModelSpec(ApiModel):
+    name: str = Field(min_length=1, description="HF model id or path, passed to `vllm serve` (e.g. nvidia/Qwen3.5-397B-A17B-NVFP4). Must be identical on prefill and decode.")
+    served_model_name: str | None = Field(None, description="Name clients send in requests (--served-model-name). Default: the last part of name.")
+    architecture: ArchitectureSpec | None = Field(None, description="Inline architecture numbers for a model the catalog lacks.")
+    source: ModelSourceSpec | None = Field(None, description="Where the weights come from. Default: the engine image or its own download.")
+
+
+class EngineSpec(ApiModel):
+    image: str = Field(min_length=1, description="vLLM engine image (see images/vllm). Its vLLM version must be vllmVersion.")
+    vllm_version: str = Field("0.33.0", description="vLLM version inside image; selects the engine profile (flags, defaults, fixes).")
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field("IfNotPresent", description="Pull policy of engine containers.")
+    image_pull_secrets: list[str] = Field(default_factory=list, max_length=8, description="Names of image pull Secrets.")
+
+
+class WorkloadSpec(ApiModel):
+    isl: int = Field(ge=1, le=262144, description="Input sequence length, tokens (upper bound of the random range).")
+    osl: int = Field(ge=1, le=262144, description="Output sequence length, tokens (upper bound of the random range).")
+    random_range_ratio: float = Field(1.0, gt=0, le=1, description="Lengths are uniform in [ratio×L, L] (sa-bench random dataset); 1 = fixed lengths.")
+    concurrency: int = Field(ge=1, description="Concurrent requests the deployment must hold (sizes decode max-num-seqs, CUDA graphs and capacity).")
+
+
+class TopologySpec(ApiModel):
+    data_parallel: int = Field(ge=1, le=72, description="DP ranks of one endpoint (DEP2: 2, DEP8: 8).")
+    tensor_parallel: int = Field(1, ge=1, le=8, description="TP size per DP rank. Must be equal on prefill and decode (hybrid models: homogeneous TP only).")
+    expert_parallel: bool = Field(True, description="--enable-expert-parallel: experts sharded over DP×TP ranks.")
+
+
+class EnvVar(ApiModel):
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", description="Variable name.")
+    value: str | None = Field(None, description="Literal value.")
+    value_from: dict[str, Any] | None = Field(None, description="A Kubernetes EnvVarSource.")
+
+
+class RoleTuning(ApiModel):
+    async_scheduling: bool | None = Field(None, description="--async-scheduling. Default: on where the engine profile has the P/D async-scheduling race fixes (vLLM #45357, #48481), off otherwise.")
+    kv_cache_dtype: KVCacheDtype = Field("auto", description="--kv-cache-dtype. Must match between roles.")
+    mamba_ssm_cache_dtype: MambaDtype = Field("bfloat16", description="--mamba-ssm-cache-dtype (GDN state). bfloat16 halves GDN state vs the config's float32. Must match between roles.")
+    prefix_caching: bool = Field(False, description="--enable-prefix-caching. Must stay false: hybrid models over NIXL crash decode with it.")
+    language_model_only: bool = Field(True, description="--language-model-only: text only; enables the fused QK-norm+RoPE+gate path.")
+    stream_interval: int = Field(100, ge=1, description="--stream-interval, tokens per streamed chunk (seed: 100; use 1 for latency).")
+    gdn_prefill_backend: Literal["auto", "flashinfer", "triton", "cutedsl"] | None = Field(None, description="--gdn-prefill-backend. Default: engine's auto (FlashInfer on Blackwell with CUDA ≥ 13).")
+    api_server_count: int | None = Field(None, ge=1, description="--api-server-count of HTTP-serving pods (1 brings periodic stats logs back while tuning).")
+    max_num_batched_tokens: int | None = Field(None, ge=1, description="--max-num-batched-tokens. Default: prefill 2×ISL; decode the engine default for the GPU.")
+    max_num_seqs: int | None = Field(None, ge=1, description="--max-num-seqs per DP rank. Default: decode max(engine default, capture size).")
+    max_cudagraph_capture_size: int | None = Field(None, ge=1, description="--max-cudagraph-capture-size. Default (decode): ceil(concurrency / decode DP ranks) + 128 on vLLM's capture grid, at least 512.")
+    gpu_memory_utilization: float | None = Field(None, gt=0, le=1, description="--gpu-memory-utilization. Default: the engine's (0.92 on 0.33).")
+    all2all_backend: str | None = Field(None, description="--all2all-backend for expert parallel (engine default allgather_reducescatter).")
+
+
+def _role_tuning_default() -> RoleTuning:
+    return RoleTuning()
+
+
+class RoleSpec(ApiModel):
+    topology: TopologySpec = Field(description="DP/TP/EP layout of one endpoint.")
+    tuning: RoleTuning = Field(default_factory=_role_tuning_default, json_schema_extra={"default": {}}, description="Engine knobs of this role.")
+    extra_args: list[str] = Field(default_factory=list, max_length=64, description="Extra `vllm serve` arguments. Flags the operator owns are refused.")
+    extra_env: list[EnvVar] = Field(default_factory=list, max_length=64, description="Extra environment. Variables the operator owns are refused.")
+    cpu: str | None = Field(None, description="CPU request per pod (e.g. '32').")
+    memory: str | None = Field(None, description="Memory request per pod (e.g. '256Gi').")
+
+
+class PrefillSpec(RoleSpec):
+    endpoints: int = Field(1, ge=1, le=64, description="Prefill endpoints (one DP/EP group each). Scaled by `kubectl scale qdd/NAME --replicas=N`.")
+
+
+class DecodeSpec(RoleSpec):
+    endpoints: int = Field(1, ge=1, le=16, description="Decode endpoints (one DP/EP group each, possibly over several nodes).")
+
+
+class ClusterSpec(ApiModel):
+    gpu_type: str = Field("GB200", description="GPU kind: GB200, B200, H200 or H100.")
+    gpus_per_node: int | None = Field(None, ge=1, le=8, description="GPUs per node. Default: the GPU kind's (GB200: 4).")
+    same_nvlink_domain: bool = Field(True, description="Keep every P/D pod in one NVLink domain (pod affinity on nvidia.com/gpu.clique).")
+    compute_domain: bool | None = Field(None, description="Create a ComputeDomain and claim its IMEX channel in every GPU pod. Default: on for multi-node NVLink GPUs (GB200).")
+    node_selector: dict[str, str] = Field(default_factory=dict, description="Extra node labels every P/D pod requires.")
+    tolerations: list[dict[str, Any]] = Field(default_factory=list, max_length=16, description="Tolerations of every P/D pod.")
+    shm_size: str = Field("32Gi", description="Size of the /dev/shm emptyDir of engine pods.")
+    startup_timeout_seconds: int = Field(3600, ge=60, description="Startup probe budget (model load, compile, CUDA-graph capture).")
+
+
+class UCXSpec(ApiModel):
+    tls: str | None = Field(None, description="UCX_TLS. Default: unset (UCX picks; cuda_ipc over NVLink).")
+    mnnvl: bool | None = Field(None, description="UCX_CUDA_IPC_ENABLE_MNNVL=y for multi-node NVLink. Default: on for GB200.")
+    memtype_cache: bool = Field(False, description="UCX_MEMTYPE_CACHE.")
+
+
+class KVTransferSpec(ApiModel):
+    connector: Literal["NixlConnector"] = Field("NixlConnector", description="KV connector (kv_connector).")
+    side_channel_port: int = Field(5600, ge=1024, le=65000, description="VLLM_NIXL_SIDE_CHANNEL_PORT base; each engine core listens on base + its global DP rank.")
+    side_channel_host: str | None = Field(None, description="Override of VLLM_NIXL_SIDE_CHANNEL_HOST. Default: the pod IP (downward API). Never 0.0.0.0 or localhost.")
+    load_failure_policy: Literal["fail", "recompute"] = Field("fail", description="kv_load_failure_policy.")
+    backends: list[Literal["UCX", "LIBFABRIC", "GDS", "MOONCAKE"]] = Field(default_factory=lambda: ["UCX"], max_length=4, json_schema_extra={"default": ["UCX"]}, description="NIXL backends (kv_connector_extra_config.backends).")
+    ucx: UCXSpec = Field(default_factory=UCXSpec, json_schema_extra={"default": {}}, description="UCX transport settings of every P/D pod.")
+
+
+class PortsSpec(ApiModel):
+    http: int = Field(8000, ge=1, le=65535, description="HTTP port of the OpenAI server.")
+    data_parallel_rpc: int = Field(29550, ge=1, le=65535, description="--data-parallel-rpc-port. Not 0, not the HTTP port.")
+
+
+class RouterSpec(ApiModel):
+    replicas: int = Field(1, ge=0, le=16, description="vllm-router replicas.")
+    image: str = Field("qdd/vllm-router:0.1.17", min_length=1, description="vllm-router image (see images/router).")
+    port: int = Field(8000, ge=1, le=65535, description="Router HTTP port (Service port).")
+    prefill_policy: Literal["random", "round_robin", "cache_aware", "power_of_two"] = Field("round_robin", description="--prefill-policy.")
+    decode_policy: Literal["random", "round_robin", "cache_aware", "power_of_two"] = Field("round_robin", description="--decode-policy.")
+    service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = Field("ClusterIP", description="Type of the router Service.")
+
+
+class QwenDisaggDeploymentSpec(ApiModel):
+    model_config = ApiModel.model_config | {"json_schema_extra": cel_rules(SPEC_RULES)}
+
+    model: ModelSpec = Field(description="The model served by both roles.")
+    engine: EngineSpec = Field(description="The vLLM engine image and version.")
+    workload: WorkloadSpec = Field(description="Traffic the deployment is sized for.")
+    prefill: PrefillSpec = Field(description="Prefill role.")
+    decode: DecodeSpec = Field(description="Decode role.")
+    cluster: ClusterSpec = Field(default_factory=ClusterSpec, json_schema_extra={"default": {}}, description="Hardware and placement.")
+    kv_transfer: KVTransferSpec = Field(default_factory=KVTransferSpec, json_schema_extra={"default": {}}, description="NIXL KV transfer between roles.")
+    ports: PortsSpec = Field(default_factory=PortsSpec, json_schema_extra={"default": {}}, description="Engine ports.")
+    router: RouterSpec = Field(default_factory=RouterSpec, json_schema_extra={"default": {}}, description="The P/D router in front.")

@@ -1,0 +1,61 @@
+"""``QwenDisaggDeployment.status``: declared in full, so the structural CRD never prunes it."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from .base import ApiModel
+
+CONDITION_TYPES = ("Ready", "Progressing", "Degraded", "PlanValid", "ComputeDomainReady", "KVTransferReady")
+
+
+class Condition(ApiModel):
+    """metav1.Condition."""
+
+    type: str = Field(description="Ready, Progressing, Degraded, PlanValid, ComputeDomainReady or KVTransferReady.")
+    status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
+    reason: str = Field(description="CamelCase reason.")
+    message: str = Field("", description="Human-readable detail.")
+    last_transition_time: str | None = Field(None, description="RFC 3339 time of the last status flip.")
+    observed_generation: int | None = Field(None, description="metadata.generation this condition describes.")
+
+
+class RoleStatus(ApiModel):
+    endpoints: int = Field(0, description="Desired endpoints.")
+    ready_endpoints: int = Field(0, description="Endpoints whose every pod is Ready.")
+    gpus: int = Field(0, description="GPUs requested by this role.")
+    pods: int = Field(0, description="Pods of this role that exist.")
+
+
+class PlanSummary(ApiModel):
+    prefill_max_num_batched_tokens: int | None = Field(None, description="Effective prefill --max-num-batched-tokens.")
+    decode_max_num_seqs: int | None = Field(None, description="Effective decode --max-num-seqs (per DP rank).")
+    decode_max_cudagraph_capture_size: int | None = Field(None, description="Effective decode --max-cudagraph-capture-size.")
+    decode_capacity: int | None = Field(None, description="Predicted concurrent requests the decode endpoints hold.")
+    kv_block_size: int | None = Field(None, description="Hybrid attention block size, tokens.")
+    nodes: int | None = Field(None, description="Nodes the engine pods need (at least).")
+
+
+class KVTransferStatus(ApiModel):
+    passed: bool | None = Field(None, description="Preflight verdict.")
+    bulk_gbps: float | None = Field(None, description="Bulk NIXL read, GB/s.")
+    request_ms: float | None = Field(None, description="One workload request's KV, ms.")
+    transports: list[str] = Field(default_factory=list, description="UCX transports seen.")
+    reason: str | None = Field(None, description="Why it passed or failed.")
+
+
+class QwenDisaggDeploymentStatus(ApiModel):
+    observed_generation: int | None = Field(None, description="metadata.generation of the spec the status describes.")
+    conditions: list[Condition] = Field(default_factory=list, description="Ready, Progressing, Degraded, PlanValid, ComputeDomainReady, KVTransferReady.")
+    prefill: RoleStatus | None = Field(None, description="Prefill endpoints.")
+    decode: RoleStatus | None = Field(None, description="Decode endpoints.")
+    prefill_ready: str | None = Field(None, description="ready/desired prefill endpoints, e.g. 4/4.")
+    decode_ready: str | None = Field(None, description="ready/desired decode endpoints.")
+    gpus: int | None = Field(None, description="GPUs requested by all engine pods.")
+    replicas: int | None = Field(None, description="Prefill endpoints that exist (the scale subresource's status replicas).")
+    selector: str | None = Field(None, description="Label selector of prefill pods (the scale subresource's selector).")
+    plan: PlanSummary | None = Field(None, description="Effective sizing.")
+    router_endpoint: str | None = Field(None, description="In-cluster URL of the router.")
+    kv_transfer: KVTransferStatus | None = Field(None, description="KV-transfer preflight result.")

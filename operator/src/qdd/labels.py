@@ -1,0 +1,24 @@
+"""Label and annotation keys qdd puts on what it manages, all under the API group ``qdd.dev``."""
+
+GROUP = "qdd.dev"
+VERSION = "v1alpha1"
+KIND = "QwenDisaggDeployment"
+PLURAL = "qwendisaggdeployments"
+SINGULAR = "qwendisaggdeployment"
+SHORT_NAME = "qdd"
+
+DEPLOYMENT = f"{GROUP}/deployment"
+"""Name of the owning QwenDisaggDeployment; on every child object and pod."""
+ROLE = f"{GROUP}/role"
+"""``prefill`` | ``decode`` | ``router``; on every child object and pod."""
+ENDPOINT = f"{GROUP}/endpoint"
+"""Index of the prefill or decode endpoint (one DP/EP group), e.g. ``0``."""
+GROUP_ROLE = f"{GROUP}/group-role"
+"""Within a multi-pod decode endpoint: ``leader`` (serves HTTP) or ``worker`` (headless)."""
+REVISION = f"{GROUP}/revision"
+"""Hash of the rendered pod template of one endpoint; a change means the endpoint is rolled."""
+MANAGED_BY = "app.kubernetes.io/managed-by"
+PART_OF = "app.kubernetes.io/part-of"
+FIELD_MANAGER = "qdd-operator"
+
+ROLES = ("prefill", "decode", "router")

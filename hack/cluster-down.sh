@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Stops and deletes the local cluster started by hack/cluster-up.sh: the ComputeDomain driver test
+# double, every kwokctl component (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
+# kwok) and the cluster's data; removes context kwok-$QDD_CLUSTER from $KUBECONFIG (and the file
+# when no context is left). Safe to run when nothing is up.
+# Env: QDD_CLUSTER (default qdd), KUBECONFIG (default .qdd/kubeconfig).
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+name=${QDD_CLUSTER:-qdd}
+export KUBECONFIG=${KUBECONFIG:-$root/.qdd/kubeconfig}
+case $KUBECONFIG in /*) ;; *) KUBECONFIG="$root/$KUBECONFIG" ;; esac
+bin="$root/.qdd/bin"
+export PATH="$bin:$root/.qdd/venv/bin:$PATH"
+export KWOK_WORKDIR="$root/.qdd/kwok"
+state="$root/.qdd/clusters/$name"
+ctx="kwok-$name"
+log() { printf '[cluster-down %s] %s\n' "$name" "$*"; }
+
+mkdir -p "$root/.qdd/clusters"
+exec 9>"$root/.qdd/clusters/$name.lock"
+flock 9
+
+# 1. The driver test double (its pid file says which process; never matched by name).
+pidf="$state/fake-compute-domain-driver.pid"
+if [ -s "$pidf" ]; then
+  pid=$(cat "$pidf")
+  if kill -0 "$pid" 2>/dev/null && tr '\0' ' ' < "/proc/$pid/cmdline" | grep -q fake_compute_domain_driver.py; then
+    kill -TERM "$pid"
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null; then log "driver did not exit on SIGTERM; killing"; kill -KILL "$pid" || true; fi
+    log "stopped fake ComputeDomain driver (pid $pid)"
+  fi
+  rm -f "$pidf"
+fi
+
+# 2. The control plane.
+if [ -d "$KWOK_WORKDIR/clusters/$name" ]; then
+  if [ -x "$bin/kwokctl" ]; then
+    kwokctl delete cluster --name "$name" --kubeconfig "" || true
+  fi
+  rm -rf "$KWOK_WORKDIR/clusters/$name"
+  log "deleted cluster"
+else
+  log "no cluster named $name"
+fi
+
+# 3. The kubeconfig entries.
+if [ -s "$KUBECONFIG" ] && command -v kubectl >/dev/null; then
+  kubectl config delete-context "$ctx" >/dev/null 2>&1 || true
+  kubectl config delete-cluster "$ctx" >/dev/null 2>&1 || true
+  kubectl config delete-user "$ctx" >/dev/null 2>&1 || true
+  if [ -z "$(kubectl config get-contexts -o name 2>/dev/null)" ]; then rm -f "$KUBECONFIG"; fi
+fi
+rm -rf "$state"
+log "down"

@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# Starts (or ensures) a local, real Kubernetes control plane with a simulated GB200 NVL72 rack:
+#   etcd + kube-apiserver + kube-controller-manager + kube-scheduler (built by hack/build-tools.sh)
+#   run by `kwokctl --runtime binary`, kwok playing every kubelet;
+#   18 fake GB200 nodes per rack (4 nvidia.com/gpu each, arm64, GPU Feature Discovery labels, one
+#   NVLink clique label per rack) + 2 CPU-only amd64 nodes;
+#   the ComputeDomain CRD stand-in (crds/test/), DRA DeviceClass + ResourceSlices with fake IMEX
+#   channels, and the ComputeDomain driver test double (hack/fake_compute_domain_driver.py).
+#
+# Usage: hack/cluster-up.sh [--racks N] [--channels N]
+# Env:   QDD_CLUSTER  cluster name (default qdd)
+#        KUBECONFIG   kubeconfig to write the context kwok-$QDD_CLUSTER into (default .qdd/kubeconfig);
+#                     its current-context is set to this cluster
+#        QDD_RACKS    GB200 racks (default 1; 2 adds gb200-r2-n01..18 with another clique)
+#        QDD_CHANNELS_PER_NODE  fake IMEX channel devices per GB200 node (default 8)
+# Idempotent: when the cluster is already up it only (re)applies the objects, prunes simulated
+# nodes of racks no longer asked for, and makes sure the driver runs. Nothing is downloaded.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+racks=${QDD_RACKS:-1}
+channels=${QDD_CHANNELS_PER_NODE:-8}
+while [ $# -gt 0 ]; do
+  case $1 in
+    --racks) racks=$2; shift 2 ;;
+    --racks=*) racks=${1#*=}; shift ;;
+    --channels) channels=$2; shift 2 ;;
+    --channels=*) channels=${1#*=}; shift ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    *) echo "cluster-up: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+
+name=${QDD_CLUSTER:-qdd}
+export KUBECONFIG=${KUBECONFIG:-$root/.qdd/kubeconfig}
+case $KUBECONFIG in /*) ;; *) KUBECONFIG="$root/$KUBECONFIG" ;; esac
+bin="$root/.qdd/bin"
+export PATH="$bin:$root/.qdd/venv/bin:$PATH"
+export KWOK_WORKDIR="$root/.qdd/kwok"
+state="$root/.qdd/clusters/$name"
+cluster_dir="$KWOK_WORKDIR/clusters/$name"
+cluster_kc="$cluster_dir/kubeconfig.yaml"
+ctx="kwok-$name"
+mkdir -p "$state" "$(dirname "$KUBECONFIG")"
+
+t0=$(date +%s%N)
+log() { local ms=$(( ($(date +%s%N) - t0) / 1000000 )); printf '[cluster-up %s %3d.%01ds] %s\n' "$name" $((ms / 1000)) $((ms % 1000 / 100)) "$*"; }
+
+# One cluster-up/cluster-down at a time per cluster.
+exec 9>"$root/.qdd/clusters/$name.lock"
+flock 9
+
+# --- tools -------------------------------------------------------------------------------------
+need_tools=0
+for b in kube-apiserver kube-controller-manager kube-scheduler etcd kwok kwokctl; do
+  [ -x "$bin/$b" ] || need_tools=1
+done
+if [ $need_tools = 1 ]; then log "control-plane binaries missing: running hack/build-tools.sh"; bash hack/build-tools.sh; fi
+if [ ! -x "$root/.qdd/venv/bin/python" ] || [ ! -x "$bin/kubectl" ]; then
+  log "python venv / kubectl missing: running hack/venv.sh"; bash hack/venv.sh
+fi
+py="$root/.qdd/venv/bin/python"
+
+# Belt and braces: kwokctl is given a local path for every binary it may use; should it still try
+# to download anything, the dead proxy makes that fail at once instead of reaching out.
+# (Go never proxies loopback, so the components still talk to each other.)
+offline_env=(env HTTPS_PROXY=http://127.0.0.1:9 HTTP_PROXY=http://127.0.0.1:9
+  https_proxy=http://127.0.0.1:9 http_proxy=http://127.0.0.1:9
+  NO_PROXY=127.0.0.1,localhost,::1 no_proxy=127.0.0.1,localhost,::1
+  KWOK_KUBE_APISERVER_BINARY="$bin/kube-apiserver"
+  KWOK_KUBE_CONTROLLER_MANAGER_BINARY="$bin/kube-controller-manager"
+  KWOK_KUBE_SCHEDULER_BINARY="$bin/kube-scheduler"
+  KWOK_KWOK_CONTROLLER_BINARY="$bin/kwok"
+  KWOK_ETCD_BINARY="$bin/etcd"
+  KWOK_KUBECTL_BINARY="$bin/kubectl")
+
+api_ok() { [ -s "$cluster_kc" ] && kubectl --kubeconfig "$cluster_kc" --request-timeout=5s get --raw /readyz >/dev/null 2>&1; }
+
+create_cluster() {
+  log "creating cluster (kwokctl --runtime binary, local binaries)"
+  "${offline_env[@]}" kwokctl create cluster --name "$name" --runtime binary \
+    --kube-apiserver-binary "$bin/kube-apiserver" \
+    --kube-controller-manager-binary "$bin/kube-controller-manager" \
+    --kube-scheduler-binary "$bin/kube-scheduler" \
+    --kwok-controller-binary "$bin/kwok" \
+    --etcd-binary "$bin/etcd" \
+    --kubeconfig "" --quiet-pull --disable-qps-limits \
+    --wait 120s --timeout 5m
+}
+
+if [ -d "$cluster_dir" ]; then
+  if api_ok; then
+    log "cluster already up"
+  else
+    log "cluster exists but does not serve: starting its components"
+    if ! "${offline_env[@]}" kwokctl start cluster --name "$name" --wait 120s --timeout 3m || ! api_ok; then
+      log "start failed: deleting and recreating"
+      kwokctl delete cluster --name "$name" --kubeconfig "" || rm -rf "$cluster_dir"
+      create_cluster
+    fi
+  fi
+else
+  create_cluster
+fi
+api_ok || { echo "cluster-up: API server of $name is not ready" >&2; exit 1; }
+log "API server ready"
+
+# --- kubeconfig: merge context kwok-$name into $KUBECONFIG and make it current ------------------
+ensure_kubeconfig() {
+  local fresh merged
+  fresh=$(mktemp); merged=$(mktemp)
+  kwokctl get kubeconfig --name "$name" > "$fresh"
+  if [ -s "$KUBECONFIG" ]; then
+    # The first file wins on conflicts: the fresh entries replace stale ones of the same name.
+    KUBECONFIG="$fresh:$KUBECONFIG" kubectl config view --flatten > "$merged"
+  else
+    KUBECONFIG="$fresh" kubectl config view --flatten > "$merged"
+  fi
+  chmod 600 "$merged"
+  mv -f "$merged" "$KUBECONFIG"
+  rm -f "$fresh"
+  kubectl config use-context "$ctx" >/dev/null
+}
+ensure_kubeconfig
+k() { kubectl --context "$ctx" "$@"; }
+
+# --- objects -----------------------------------------------------------------------------------
+k apply -f crds/test/computedomains.resource.nvidia.com.yaml >/dev/null
+k wait --for=condition=Established --timeout=60s crd/computedomains.resource.nvidia.com >/dev/null
+
+objects=$(mktemp); trap 'rm -f "$objects"' EXIT
+"$py" hack/cluster/objects.py --racks "$racks" --channels "$channels" > "$objects"
+k apply -f "$objects" >/dev/null
+# Prune simulated nodes (and their slices) of racks no longer asked for.
+want_nodes=$("$py" -c 'import json,sys; print(" ".join(sorted(i["metadata"]["name"] for i in json.load(open(sys.argv[1]))["items"] if i["kind"]=="Node")))' "$objects")
+for n in $(k get nodes -l qdd.dev/simulated=true -o jsonpath='{.items[*].metadata.name}'); do
+  case " $want_nodes " in *" $n "*) ;; *)
+    log "pruning node $n (not in a rack asked for)"
+    k delete resourceslice "$n-compute-domain.nvidia.com" --ignore-not-found >/dev/null
+    k delete node "$n" --ignore-not-found >/dev/null ;;
+  esac
+done
+n_nodes=$(wc -w <<<"$want_nodes")
+log "applied $n_nodes nodes ($racks GB200 rack(s) x 18 + CPU nodes), DeviceClass, ResourceSlices ($channels channels/node)"
+
+k wait --for=condition=Ready node -l qdd.dev/simulated=true --timeout=180s >/dev/null
+ready=$(k get nodes -l qdd.dev/simulated=true -o jsonpath='{range .items[*]}{range .status.conditions[?(@.type=="Ready")]}{.status}{"\n"}{end}{end}' | grep -c True || true)
+log "all $ready simulated nodes Ready"
+
+# --- the ComputeDomain driver test double --------------------------------------------------------
+pidf="$state/fake-compute-domain-driver.pid"
+dlog="$state/fake-compute-domain-driver.log"
+running=0
+if [ -s "$pidf" ]; then
+  pid=$(cat "$pidf")
+  if kill -0 "$pid" 2>/dev/null && tr '\0' ' ' < "/proc/$pid/cmdline" | grep -q fake_compute_domain_driver.py; then running=1; fi
+fi
+if [ $running = 1 ]; then
+  log "fake ComputeDomain driver (test double) already running, pid $pid"
+else
+  seen=$(wc -l < "$dlog" 2>/dev/null || echo 0)
+  setsid "$py" -u hack/fake_compute_domain_driver.py --kubeconfig "$cluster_kc" >> "$dlog" 2>&1 < /dev/null &
+  pid=$!
+  echo "$pid" > "$pidf"
+  for _ in $(seq 1 100); do
+    tail -n +$((seen + 1)) "$dlog" 2>/dev/null | grep -q "started" && break
+    kill -0 "$pid" 2>/dev/null || { echo "cluster-up: fake driver exited; see $dlog" >&2; tail -n 20 "$dlog" >&2; exit 1; }
+    sleep 0.1
+  done
+  log "fake ComputeDomain driver (test double) started, pid $pid, log .qdd/clusters/$name/fake-compute-domain-driver.log"
+fi
+
+log "cluster $name up: kubectl --kubeconfig ${KUBECONFIG#"$root"/} --context $ctx"

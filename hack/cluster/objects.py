@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""Renders the simulated GB200 NVL72 rack(s) as one Kubernetes ``v1/List`` (JSON on stdout).
+
+Used by hack/cluster-up.sh (``... | kubectl apply -f -``); standard library only.
+
+Per rack ``r`` (1-based): 18 kwok-managed compute trays ``gb200-r<r>-n01..n18``, each arm64 with
+``nvidia.com/gpu: 4`` and GPU Feature Discovery-style labels, all sharing one NVLink clique label
+``nvidia.com/gpu.clique=<clusterUUID>.<cliqueID>``; plus, once, two CPU-only amd64 nodes
+``cpu-n01``, ``cpu-n02``. For DRA: the DeviceClass ``compute-domain-default-channel.nvidia.com``
+and one ResourceSlice per GB200 node publishing fake IMEX channel devices of the driver
+``compute-domain.nvidia.com`` (the stand-in for NVIDIA's DRA driver, see
+hack/fake_compute_domain_driver.py).
+
+The clique value of rack ``r`` is deterministic (see :func:`clique`), so tests can compute it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import uuid
+
+DRIVER = "compute-domain.nvidia.com"
+DEVICE_CLASS = "compute-domain-default-channel.nvidia.com"
+GPUS_PER_NODE = 4
+NODES_PER_RACK = 18
+GPU_MEMORY_MIB = 189471
+# Fixed namespace for the simulated racks' NVLink cluster UUIDs.
+_RACK_NS = uuid.UUID("6c1f0a52-6f3e-4d8e-9a57-0b5f1d0c9a72")
+CLIQUE_ID = 32766  # what GB200 NVL72 racks commonly report as their clique id
+
+
+def node_name(rack: int, index: int) -> str:
+    return f"gb200-r{rack}-n{index:02d}"
+
+
+def clique(rack: int) -> str:
+    """The ``nvidia.com/gpu.clique`` label value of simulated rack ``rack``."""
+    return f"{uuid.uuid5(_RACK_NS, f'rack-{rack}')}.{CLIQUE_ID}"
+
+
+def _node(name: str, labels: dict, capacity: dict, allocatable: dict) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {
+                "kwok.x-k8s.io/node": "fake",
+                "node.alpha.kubernetes.io/ttl": "0",
+            },
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "type": "kwok",
+                "qdd.dev/simulated": "true",
+                **labels,
+            },
+        },
+        "spec": {},
+        "status": {
+            "capacity": capacity,
+            "allocatable": allocatable,
+            "nodeInfo": {
+                "architecture": labels["kubernetes.io/arch"],
+                "operatingSystem": "linux",
+                "kubeletVersion": "fake",
+                "kubeProxyVersion": "fake",
+            },
+        },
+    }
+
+
+def gb200_node(rack: int, index: int) -> dict:
+    name = node_name(rack, index)
+    labels = {
+        "kubernetes.io/arch": "arm64",
+        "node.kubernetes.io/instance-type": "gb200-nvl72-tray",
+        "nvidia.com/gpu.present": "true",
+        "nvidia.com/gpu.product": "NVIDIA-GB200",
+        "nvidia.com/gpu.count": str(GPUS_PER_NODE),
+        "nvidia.com/gpu.memory": str(GPU_MEMORY_MIB),
+        "nvidia.com/gpu.family": "blackwell",
+        "nvidia.com/gpu.clique": clique(rack),
+        "qdd.dev/sim-rack": f"r{rack}",
+    }
+    # One tray: 2 Grace CPUs (72 Neoverse V2 cores each), ~960 GiB LPDDR5X.
+    capacity = {
+        "cpu": "144",
+        "memory": "960Gi",
+        "pods": "110",
+        "ephemeral-storage": "3Ti",
+        "nvidia.com/gpu": str(GPUS_PER_NODE),
+    }
+    allocatable = {
+        "cpu": "140",
+        "memory": "900Gi",
+        "pods": "110",
+        "ephemeral-storage": "2900Gi",
+        "nvidia.com/gpu": str(GPUS_PER_NODE),
+    }
+    return _node(name, labels, capacity, allocatable)
+
+
+def cpu_node(index: int) -> dict:
+    name = f"cpu-n{index:02d}"
+    capacity = {"cpu": "32", "memory": "128Gi", "pods": "110", "ephemeral-storage": "500Gi"}
+    allocatable = {"cpu": "31", "memory": "120Gi", "pods": "110", "ephemeral-storage": "450Gi"}
+    return _node(name, {"kubernetes.io/arch": "amd64", "node.kubernetes.io/instance-type": "cpu"},
+                 capacity, allocatable)
+
+
+def device_class() -> dict:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": DEVICE_CLASS, "labels": {"qdd.dev/test-double": "true"}},
+        "spec": {
+            "selectors": [
+                {"cel": {"expression": (
+                    f'device.driver == "{DRIVER}" && '
+                    f'device.attributes["{DRIVER}"].type == "channel"')}}
+            ]
+        },
+    }
+
+
+def resource_slice(rack: int, index: int, channels: int) -> dict:
+    node = node_name(rack, index)
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {
+            "name": f"{node}-{DRIVER}",
+            "labels": {"qdd.dev/test-double": "true"},
+        },
+        "spec": {
+            "driver": DRIVER,
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": [
+                {
+                    "name": f"channel-{i}",
+                    "attributes": {
+                        "type": {"string": "channel"},
+                        "id": {"int": i},
+                    },
+                }
+                for i in range(channels)
+            ],
+        },
+    }
+
+
+def render(racks: int, channels: int, cpu_nodes: int, what: str) -> dict:
+    items: list[dict] = []
+    if what in ("all", "nodes"):
+        for r in range(1, racks + 1):
+            items += [gb200_node(r, i) for i in range(1, NODES_PER_RACK + 1)]
+        items += [cpu_node(i) for i in range(1, cpu_nodes + 1)]
+    if what in ("all", "dra"):
+        items.append(device_class())
+        for r in range(1, racks + 1):
+            items += [resource_slice(r, i, channels) for i in range(1, NODES_PER_RACK + 1)]
+    return {"apiVersion": "v1", "kind": "List", "items": items}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--racks", type=int, default=1, help="number of GB200 NVL72 racks (default 1)")
+    p.add_argument("--channels", type=int, default=8,
+                   help="fake IMEX channel devices published per GB200 node (default 8)")
+    p.add_argument("--cpu-nodes", type=int, default=2, help="CPU-only amd64 nodes (default 2)")
+    p.add_argument("--what", choices=("all", "nodes", "dra"), default="all")
+    p.add_argument("--clique", type=int, metavar="RACK",
+                   help="print the nvidia.com/gpu.clique value of RACK and exit")
+    a = p.parse_args(argv)
+    if a.clique is not None:
+        print(clique(a.clique))
+        return 0
+    if a.racks < 1:
+        p.error("--racks must be >= 1")
+    json.dump(render(a.racks, a.channels, a.cpu_nodes, a.what), sys.stdout, indent=1)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""Integration-test fixtures: a real local control plane with a simulated GB200 NVL72 rack.
+
+The session fixture ``kube`` brings up a dedicated cluster (``QDD_TEST_CLUSTER``, default
+``qdd-test``, kubeconfig ``.qdd/kubeconfig-test``) with the project's own scripts —
+hack/build-tools.sh (builds or copies the pinned binaries), hack/cluster-up.sh — and tears it
+down with hack/cluster-down.sh at the end of the session unless ``QDD_KEEP_CLUSTER=1``.
+
+Fixtures for any test under tests/integration/:
+
+* ``kube`` (session) -> :class:`Kube`: ``kube.kubeconfig`` (Path), ``kube.context``,
+  ``kube.cluster``, ``kube.env`` (environment for subprocesses: KUBECONFIG, PATH with
+  .qdd/bin), ``kube.kubectl(*args, input=None, check=True, timeout=120)`` ->
+  ``CompletedProcess`` (text), ``kube.get(kind, name=None, namespace=None, selector=None)`` ->
+  parsed JSON, ``kube.apply(obj_or_yaml, namespace=None)``, ``kube.wait_for(fn, timeout=60,
+  interval=0.5, desc="")`` -> first truthy value of ``fn()``, ``kube.api_client()`` -> a
+  ``kubernetes.client.ApiClient`` for this cluster.
+* ``kubectl`` (session) -> ``kube.kubectl``.
+* ``namespace`` (function) -> name of a fresh namespace whose ``default`` ServiceAccount exists;
+  deleted (without waiting) after the test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = REPO / ".qdd" / "bin"
+VENV_BIN = REPO / ".qdd" / "venv" / "bin"
+LOGS = REPO / ".qdd" / "logs"
+TOOLS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd", "kwok", "kwokctl")
+
+
+class Kube:
+    """Handle on the test cluster; see the module docstring."""
+
+    def __init__(self, cluster: str, kubeconfig: Path):
+        self.cluster = cluster
+        self.kubeconfig = kubeconfig
+        self.context = f"kwok-{cluster}"
+        self.env = dict(os.environ)
+        self.env["KUBECONFIG"] = str(kubeconfig)
+        self.env["QDD_CLUSTER"] = cluster
+        self.env["QDD_RACKS"] = os.environ.get("QDD_TEST_RACKS", "1")
+        self.env["PATH"] = os.pathsep.join([str(BIN), str(VENV_BIN), os.environ.get("PATH", "")])
+        self.kubectl_bin = str(BIN / "kubectl") if (BIN / "kubectl").exists() else (
+            shutil.which("kubectl") or "kubectl")
+        self.timings: dict[str, float] = {}
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True,
+                timeout: float = 120) -> subprocess.CompletedProcess:
+        cmd = [self.kubectl_bin, "--kubeconfig", str(self.kubeconfig), "--context", self.context,
+               *args]
+        p = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout,
+                           env=self.env)
+        if check and p.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed ({p.returncode}):\n"
+                                 f"{p.stdout}\n{p.stderr}")
+        return p
+
+    def get(self, kind: str, name: str | None = None, namespace: str | None = None,
+            selector: str | None = None) -> Any:
+        args = ["get", kind] + ([name] if name else []) + ["-o", "json"]
+        if namespace:
+            args += ["-n", namespace]
+        if selector:
+            args += ["-l", selector]
+        return json.loads(self.kubectl(*args).stdout)
+
+    def exists(self, kind: str, name: str, namespace: str | None = None) -> bool:
+        args = ["get", kind, name, "--ignore-not-found", "-o", "name"]
+        if namespace:
+            args += ["-n", namespace]
+        return bool(self.kubectl(*args).stdout.strip())
+
+    def apply(self, obj: dict | list | str, namespace: str | None = None) -> str:
+        text = obj if isinstance(obj, str) else json.dumps(
+            obj if isinstance(obj, dict) else {"apiVersion": "v1", "kind": "List", "items": obj})
+        args = ["apply", "-f", "-"] + (["-n", namespace] if namespace else [])
+        return self.kubectl(*args, input=text).stdout
+
+    @staticmethod
+    def wait_for(fn: Callable[[], Any], timeout: float = 60, interval: float = 0.5,
+                 desc: str = "") -> Any:
+        deadline = time.monotonic() + timeout
+        last: Any = None
+        while True:
+            last = fn()
+            if last:
+                return last
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout}s waiting for {desc or fn}; "
+                                     f"last value {last!r}")
+            time.sleep(interval)
+
+    def api_client(self):
+        from kubernetes import config
+
+        return config.new_client_from_config(config_file=str(self.kubeconfig),
+                                             context=self.context)
+
+
+def _run_script(script: str, env: dict, log_name: str, timeout: float) -> float:
+    LOGS.mkdir(parents=True, exist_ok=True)
+    log = LOGS / log_name
+    t0 = time.monotonic()
+    with open(log, "w") as f:
+        p = subprocess.run(["bash", str(REPO / "hack" / script)], stdout=f,
+                           stderr=subprocess.STDOUT, env=env, cwd=REPO, timeout=timeout,
+                           stdin=subprocess.DEVNULL)
+    took = time.monotonic() - t0
+    if p.returncode != 0:
+        raise RuntimeError(f"hack/{script} failed ({p.returncode}) after {took:.0f}s; "
+                           f"last output:\n{log.read_text()[-6000:]}")
+    return took
+
+
+@pytest.fixture(scope="session")
+def kube() -> Kube:
+    cluster = os.environ.get("QDD_TEST_CLUSTER", "qdd-test")
+    kubeconfig = Path(os.environ.get("QDD_TEST_KUBECONFIG", REPO / ".qdd" / "kubeconfig-test"))
+    k = Kube(cluster, kubeconfig)
+    # Builds missing binaries (about 18 min cold on 2 cores) or copies them from the cache.
+    if any(not (BIN / t).exists() for t in TOOLS) or shutil.which("go", path=k.env["PATH"]):
+        k.timings["build-tools"] = _run_script("build-tools.sh", k.env, "build-tools.log", 3600)
+    keep = os.environ.get("QDD_KEEP_CLUSTER") == "1"
+    k.timings["cluster-up"] = _run_script("cluster-up.sh", k.env, f"cluster-up-{cluster}.log", 600)
+    try:
+        yield k
+    finally:
+        if not keep:
+            _run_script("cluster-down.sh", k.env, f"cluster-down-{cluster}.log", 120)
+
+
+@pytest.fixture(scope="session")
+def kubectl(kube: Kube) -> Callable[..., subprocess.CompletedProcess]:
+    return kube.kubectl
+
+
+@pytest.fixture
+def namespace(kube: Kube):
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    kube.kubectl("create", "namespace", name)
+    kube.wait_for(lambda: kube.exists("serviceaccount", "default", name), timeout=60,
+                  desc=f"serviceaccount default in {name}")
+    yield name
+    kube.kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found", check=False)

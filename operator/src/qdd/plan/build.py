@@ -1,0 +1,243 @@
+"""Spec → Plan. Pure: no I/O, no Kubernetes client. Every rule that can make a deployment fail in
+the field is checked here; all problems are returned at once as a :class:`SpecError`."""
+
+from __future__ import annotations
+
+from .. import names
+from ..api import Resource
+from ..api.spec import QwenDisaggDeploymentSpec, RoleSpec
+from ..catalog import (Architecture, EngineProfile, GPUKind, UnknownEngineError, UnknownGPUError, UnknownModelError,
+                       engine_profile, gpu_kind, resolve_checkpoint)
+from ..errors import FieldError, SpecError
+from . import sizing
+from .args import check_extra, extra_env, kv_transfer_config
+from .memory import cache_layout, decode_capacity, rank_budget
+from .router import router_plan
+from .types import EnvEntry, Plan, PodPlan, RolePlan
+
+MODEL_MOUNT = "/models"
+
+
+def _inline_architecture(spec: QwenDisaggDeploymentSpec) -> Architecture | None:
+    a = spec.model.architecture
+    if a is None:
+        return None
+    from ..catalog import ARCHITECTURES
+
+    if a.name in ARCHITECTURES and not a.model_fields_set - {"name"}:
+        return ARCHITECTURES[a.name]
+    return Architecture(**a.model_dump(exclude={"name", "vllm_class"}), name=a.name, vllm_class=a.vllm_class)
+
+
+def _layout(role: str, rs: RoleSpec, gpus_per_node: int) -> tuple[int, int, list[FieldError]]:
+    """(pods per endpoint, GPUs per pod). An endpoint fits one node, or fills whole nodes."""
+    t = rs.topology
+    gpus = t.data_parallel * t.tensor_parallel
+    if gpus <= gpus_per_node:
+        return 1, gpus, []
+    if gpus % gpus_per_node or gpus_per_node % t.tensor_parallel:
+        return 1, gpus, [FieldError(
+            f"spec.{role}.topology.dataParallel",
+            f"an endpoint of {gpus} GPUs (dataParallel {t.data_parallel} × tensorParallel {t.tensor_parallel}) spans "
+            f"nodes of {gpus_per_node} GPUs, so it must fill whole nodes with whole TP groups: use a multiple of "
+            f"{gpus_per_node // max(1, t.tensor_parallel) or 1} data-parallel ranks")]
+    return gpus // gpus_per_node, gpus_per_node, []
+
+
+def _common_env(spec: QwenDisaggDeploymentSpec, gpu: GPUKind) -> list[EnvEntry]:
+    kv = spec.kv_transfer
+    env = [
+        EnvEntry("VLLM_SSM_CONV_STATE_LAYOUT", "DS"),
+        EnvEntry("VLLM_LOGGING_COLOR", "0"),
+        EnvEntry("VLLM_NIXL_SIDE_CHANNEL_HOST", value=kv.side_channel_host)
+        if kv.side_channel_host else EnvEntry("VLLM_NIXL_SIDE_CHANNEL_HOST", field_path="status.podIP"),
+        EnvEntry("VLLM_NIXL_SIDE_CHANNEL_PORT", str(kv.side_channel_port)),
+    ]
+    mnnvl = gpu.multi_node_nvlink if kv.ucx.mnnvl is None else kv.ucx.mnnvl
+    if mnnvl:
+        env.append(EnvEntry("UCX_CUDA_IPC_ENABLE_MNNVL", "y"))
+    if kv.ucx.tls:
+        env.append(EnvEntry("UCX_TLS", kv.ucx.tls))
+    env.append(EnvEntry("UCX_MEMTYPE_CACHE", "y" if kv.ucx.memtype_cache else "n"))
+    src = spec.model.source
+    if src and src.hugging_face:
+        hf = src.hugging_face
+        if hf.token_secret_ref:
+            env.append(EnvEntry("HF_TOKEN", value_from={"secretKeyRef": {"name": hf.token_secret_ref.name,
+                                                                          "key": hf.token_secret_ref.key}}))
+        if hf.cache_pvc:
+            env.append(EnvEntry("HF_HOME", "/hf-cache"))
+    return env
+
+
+def _model_arg(spec: QwenDisaggDeploymentSpec) -> str:
+    src = spec.model.source
+    return MODEL_MOUNT if src and src.pvc else spec.model.name
+
+
+def _role(plan_name: str, namespace: str, role: str, spec: QwenDisaggDeploymentSpec, rs: RoleSpec, endpoints: int,
+          profile: EngineProfile, gpu: GPUKind, gpus_per_node: int, served: str,
+          sizing_flags: dict[str, int | None], errors: list[FieldError]) -> RolePlan:
+    t, tu = rs.topology, rs.tuning
+    pods_per, gpus_per_pod, errs = _layout(role, rs, gpus_per_node)
+    errors.extend(errs)
+    errors.extend(check_extra(role, rs))
+    if tu.gdn_prefill_backend and not profile.has_gdn_prefill_backend:
+        errors.append(FieldError(f"spec.{role}.tuning.gdnPrefillBackend",
+                                 f"vLLM {profile.version} has no --gdn-prefill-backend; remove it"))
+    async_on = profile.async_scheduling_race_fixes if tu.async_scheduling is None else tu.async_scheduling
+    kv_role = profile.kv_role_prefill if role == "prefill" else profile.kv_role_decode
+    util = tu.gpu_memory_utilization or profile.gpu_memory_utilization_default
+    dp_local = t.data_parallel // pods_per
+    multi = pods_per > 1
+
+    base: list[str] = [_model_arg(spec), "--served-model-name", served,
+                       "--tensor-parallel-size", str(t.tensor_parallel),
+                       "--data-parallel-size", str(t.data_parallel)]
+    tail: list[str] = []
+    if t.expert_parallel:
+        tail.append("--enable-expert-parallel")
+    tail += ["--generation-config", "vllm", "--no-enable-prefix-caching",
+             "--async-scheduling" if async_on else "--no-async-scheduling",
+             "--stream-interval", str(tu.stream_interval),
+             "--mamba-ssm-cache-dtype", tu.mamba_ssm_cache_dtype]
+    if tu.kv_cache_dtype != "auto":
+        tail += ["--kv-cache-dtype", tu.kv_cache_dtype]
+    if tu.language_model_only:
+        tail.append("--language-model-only")
+    for flag, value in sizing_flags.items():
+        if value is not None:
+            tail += [flag, str(value)]
+    if tu.gpu_memory_utilization is not None:
+        tail += ["--gpu-memory-utilization", str(tu.gpu_memory_utilization)]
+    if tu.gdn_prefill_backend:
+        tail += ["--gdn-prefill-backend", tu.gdn_prefill_backend]
+    if tu.all2all_backend:
+        tail += ["--all2all-backend", tu.all2all_backend]
+    tail += ["--kv-transfer-config", kv_transfer_config(kv_role, spec.kv_transfer.load_failure_policy,
+                                                         list(spec.kv_transfer.backends))]
+    tail += list(rs.extra_args)
+
+    env = tuple(_common_env(spec, gpu) + extra_env(rs))
+    side_base = spec.kv_transfer.side_channel_port
+    pods: list[PodPlan] = []
+    for ep in range(endpoints):
+        for idx in range(pods_per):
+            start = idx * dp_local
+            leader = idx == 0
+            pod_name = names.group_pod(plan_name, role, ep, idx) if multi else names.statefulset_pod(plan_name, role, ep)
+            argv = list(base)
+            if multi:
+                leader_dns = names.pod_dns(names.group_pod(plan_name, role, ep, 0), plan_name, role, namespace)
+                argv += ["--data-parallel-size-local", str(dp_local), "--data-parallel-address", leader_dns,
+                         "--data-parallel-rpc-port", str(spec.ports.data_parallel_rpc)]
+                if not leader:
+                    argv += ["--headless", "--data-parallel-start-rank", str(start)]
+            if leader:
+                argv += ["--port", str(spec.ports.http)]
+                if tu.api_server_count is not None:
+                    argv += ["--api-server-count", str(tu.api_server_count)]
+            argv += tail
+            pods.append(PodPlan(
+                name=pod_name, role=role, endpoint=ep, group_role="leader" if leader else "worker", argv=tuple(argv),
+                env=env, gpus=gpus_per_pod, dp_size_local=dp_local, dp_start_rank=start,
+                side_channel_ports=tuple(side_base + r for r in range(start, start + dp_local)), serves_http=leader))
+
+    reserved = set(range(side_base, side_base + t.data_parallel))
+    for port, field in ((spec.ports.http, "spec.ports.http"), (spec.ports.data_parallel_rpc, "spec.ports.dataParallelRpc")):
+        if port in reserved:
+            errors.append(FieldError(field, f"port {port} collides with the NIXL side-channel ports "
+                                            f"{side_base}..{side_base + t.data_parallel - 1} of {role} (base + DP rank); "
+                                            "move spec.kvTransfer.sideChannelPort or this port"))
+    return RolePlan(
+        role=role, endpoints=endpoints, dp=t.data_parallel, tp=t.tensor_parallel, expert_parallel=t.expert_parallel,
+        pods_per_endpoint=pods_per, gpus_per_pod=gpus_per_pod,
+        max_num_batched_tokens=sizing_flags["--max-num-batched-tokens"] or 0,
+        max_num_seqs=sizing_flags.get("--max-num-seqs"),
+        max_cudagraph_capture_size=sizing_flags.get("--max-cudagraph-capture-size"),
+        gpu_memory_utilization=util, async_scheduling=async_on, kv_role=kv_role, pods=tuple(pods))
+
+
+def build_plan(resource: Resource) -> Plan:
+    """Plan a parsed resource. Raises :class:`SpecError` with every problem found."""
+    spec = resource.spec
+    errors: list[FieldError] = []
+    try:
+        ckpt = resolve_checkpoint(spec.model.name, _inline_architecture(spec))
+    except UnknownModelError as e:
+        raise SpecError.one("spec.model.name", str(e)) from None
+    try:
+        gpu = gpu_kind(spec.cluster.gpu_type)
+    except UnknownGPUError as e:
+        raise SpecError.one("spec.cluster.gpuType", str(e)) from None
+    try:
+        profile = engine_profile(spec.engine.vllm_version)
+    except UnknownEngineError as e:
+        raise SpecError.one("spec.engine.vllmVersion", str(e)) from None
+    gpn = spec.cluster.gpus_per_node or gpu.gpus_per_node
+    served = spec.model.served_model_name or spec.model.name.rstrip("/").split("/")[-1]
+    w = spec.workload
+
+    # Prefill sizing.
+    p_mnbt = spec.prefill.tuning.max_num_batched_tokens or sizing.prefill_max_num_batched_tokens(w.isl)
+    prefill_flags: dict[str, int | None] = {
+        "--max-num-batched-tokens": p_mnbt,
+        "--max-num-seqs": spec.prefill.tuning.max_num_seqs,
+        "--max-cudagraph-capture-size": spec.prefill.tuning.max_cudagraph_capture_size,
+    }
+    # Decode sizing.
+    d = spec.decode
+    dt = d.tuning
+    per_rank = sizing.per_rank_concurrency(w.concurrency, d.endpoints, d.topology.data_parallel)
+    capture = dt.max_cudagraph_capture_size or sizing.decode_capture_size(w.concurrency, d.endpoints, d.topology.data_parallel)
+    seqs = dt.max_num_seqs or sizing.decode_max_num_seqs(profile, gpu, capture)
+    d_mnbt = dt.max_num_batched_tokens or sizing.decode_max_num_batched_tokens(profile, gpu, seqs)
+    if seqs < per_rank:
+        errors.append(FieldError("spec.decode.tuning.maxNumSeqs",
+                                 f"{seqs} per DP rank is below the {per_rank} requests each of the "
+                                 f"{d.endpoints * d.topology.data_parallel} decode DP ranks holds at concurrency "
+                                 f"{w.concurrency}; raise it to at least {per_rank} or remove it"))
+    if d_mnbt < seqs:
+        errors.append(FieldError("spec.decode.tuning.maxNumBatchedTokens",
+                                  f"{d_mnbt} is below maxNumSeqs {seqs}; vLLM requires max-num-batched-tokens ≥ max-num-seqs"))
+    if capture > d_mnbt:
+        errors.append(FieldError("spec.decode.tuning.maxCudagraphCaptureSize",
+                                  f"{capture} exceeds max-num-batched-tokens {d_mnbt}; vLLM clamps it, so set at most {d_mnbt}"))
+    decode_flags: dict[str, int | None] = {
+        "--max-num-batched-tokens": d_mnbt, "--max-num-seqs": seqs, "--max-cudagraph-capture-size": capture,
+    }
+
+    prefill = _role(resource.name, resource.namespace, "prefill", spec, spec.prefill, spec.prefill.endpoints, profile,
+                    gpu, gpn, served, prefill_flags, errors)
+    decode = _role(resource.name, resource.namespace, "decode", spec, d, d.endpoints, profile, gpu, gpn, served,
+                   decode_flags, errors)
+
+    layout = cache_layout(ckpt, d.topology.tensor_parallel, dt.kv_cache_dtype, dt.mamba_ssm_cache_dtype, profile)
+    budget = rank_budget(ckpt, gpu, d.topology.data_parallel, d.topology.tensor_parallel, d.topology.expert_parallel,
+                         decode.gpu_memory_utilization, d_mnbt, seqs)
+    cap = decode_capacity(layout, budget, d.topology.data_parallel, d.endpoints, w.isl, w.osl, w.random_range_ratio,
+                          w.concurrency)
+    warnings: list[str] = []
+    if budget.cache_bytes <= 0:
+        errors.append(FieldError("spec.decode.topology.dataParallel",
+                                 f"weights ({budget.weight_bytes / 1e9:.1f} GB per rank) and activations leave no KV cache "
+                                 f"on {gpu.name} ({budget.usable_bytes / 1e9:.1f} GB usable): shard over more ranks"))
+    elif cap.refused:
+        errors.append(FieldError(
+            "spec.workload.concurrency",
+            f"{w.concurrency} concurrent requests exceed the predicted decode capacity of {cap.total} "
+            f"({d.endpoints} × {decode.topology_name}: {cap.per_endpoint} per endpoint at {cap.request_bytes / 2**20:.0f} MiB "
+            f"per request of ~{cap.mean_tokens:.0f} tokens, {budget.cache_bytes / 2**30:.1f} GiB KV cache per rank); "
+            f"it needs {cap.endpoints_needed} decode endpoints ({cap.endpoints_needed * decode.gpus_per_endpoint} decode GPUs): "
+            f"raise spec.decode.endpoints to {cap.endpoints_needed} or lower the concurrency"))
+    elif cap.tight:
+        warnings.append(f"concurrency {w.concurrency} is above the predicted decode capacity {cap.total} but within the "
+                        "model's ±20% tolerance: expect preemptions near the target")
+
+    compute_domain = gpu.multi_node_nvlink if spec.cluster.compute_domain is None else spec.cluster.compute_domain
+    if errors:
+        raise SpecError(errors)
+    return Plan(name=resource.name, namespace=resource.namespace, spec=spec, checkpoint=ckpt, gpu=gpu, profile=profile,
+                served_model_name=served, prefill=prefill, decode=decode,
+                router=router_plan(resource.name, resource.namespace, spec), capacity=cap,
+                compute_domain=compute_domain, gpus_per_node=gpn, warnings=tuple(warnings))

@@ -1,0 +1,105 @@
+"""Plan → Kubernetes objects through the jinja2 templates next to this file.
+
+Deterministic: same plan, same objects in the same order, byte for byte (``to_yaml``).
+Owner references and server-side fields are the controller's business, not render's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import yaml
+from jinja2 import Environment, PackageLoader, StrictUndefined
+
+from .. import labels, names
+from ..plan import Plan, PodPlan, RolePlan
+from ..plan.router import METRICS_PORT
+
+_env = Environment(loader=PackageLoader("qdd.render", "templates"), undefined=StrictUndefined,
+                   keep_trailing_newline=True, autoescape=False)
+_env.filters["toyaml"] = lambda v: yaml.safe_dump(v, default_flow_style=False, sort_keys=True).rstrip()
+_env.filters["tojson"] = lambda v: json.dumps(v, sort_keys=True)
+
+KIND_ORDER = ["ComputeDomain", "ServiceAccount", "Role", "RoleBinding", "Service", "StatefulSet", "Pod", "Deployment"]
+
+
+def _load_all(text: str) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(text) if doc]
+
+
+def revision(pod_specs: list[dict[str, Any]]) -> str:
+    """Short hash of an endpoint's pod specs: pods whose label differs from it are out of date."""
+    blob = json.dumps(pod_specs, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(blob).hexdigest()[:10]
+
+
+def _ctx(plan: Plan) -> dict[str, Any]:
+    s = plan.spec
+    node_selector = {"kubernetes.io/arch": plan.gpu.node_arch, "nvidia.com/gpu.product": plan.gpu.product_label,
+                     **s.cluster.node_selector}
+    src = s.model.source
+    return dict(
+        d=plan, engine=s.engine, node_selector=node_selector, tolerations=s.cluster.tolerations,
+        same_nvlink_domain=s.cluster.same_nvlink_domain, compute_domain=plan.compute_domain,
+        claim_template=names.imex_claim_template(plan.name), image_pull_secrets=s.engine.image_pull_secrets,
+        http_port=s.ports.http, dp_rpc_port=s.ports.data_parallel_rpc, shm_size=s.cluster.shm_size,
+        startup_failures=max(1, s.cluster.startup_timeout_seconds // 10),
+        model_pvc=src.pvc if src else None,
+        hf_cache_pvc=src.hugging_face.cache_pvc if src and src.hugging_face else None,
+    )
+
+
+def _pod(plan: Plan, role: RolePlan, pod: PodPlan, bare: bool) -> dict[str, Any]:
+    rs = plan.spec.prefill if role.role == "prefill" else plan.spec.decode
+    extra = {labels.ENDPOINT: str(pod.endpoint), labels.GROUP_ROLE: pod.group_role} if bare else {
+        labels.GROUP_ROLE: pod.group_role}
+    text = _env.get_template("engine-pod.yaml.j2").render(
+        **_ctx(plan), r=role, pod=pod, bare=bare, pod_labels=extra, subdomain=names.role_set(plan.name, role.role),
+        cpu=rs.cpu, memory=rs.memory)
+    return yaml.safe_load(text)
+
+
+def _role_objects(plan: Plan, role: RolePlan) -> list[dict[str, Any]]:
+    name = names.role_set(plan.name, role.role)
+    out = _load_all(_env.get_template("service-headless.yaml.j2").render(
+        **_ctx(plan), name=name, role=role.role))
+    if role.uses_statefulset:
+        template = _pod(plan, role, role.pods[0], bare=False)
+        text = _env.get_template("statefulset.yaml.j2").render(
+            **_ctx(plan), r=role, name=name, pod_template=yaml.safe_dump(template, sort_keys=False).rstrip())
+        out += _load_all(text)
+        return out
+    for ep in range(role.endpoints):
+        group = [p for p in role.pods if p.endpoint == ep]
+        pods = [_pod(plan, role, p, bare=True) for p in group]
+        rev = revision([p["spec"] for p in pods])
+        for p in pods:
+            p["apiVersion"], p["kind"] = "v1", "Pod"
+            p["metadata"]["labels"][labels.REVISION] = rev
+        out += [{"apiVersion": "v1", "kind": "Pod", **{k: v for k, v in p.items() if k not in ("apiVersion", "kind")}}
+                for p in pods]
+    return out
+
+
+def render(plan: Plan) -> list[dict[str, Any]]:
+    """Every object of the deployment, ordered by kind then by name."""
+    ctx = _ctx(plan)
+    objs: list[dict[str, Any]] = []
+    if plan.compute_domain:
+        objs += _load_all(_env.get_template("computedomain.yaml.j2").render(
+            **ctx, cd_name=names.compute_domain(plan.name)))
+    objs += _role_objects(plan, plan.prefill)
+    objs += _role_objects(plan, plan.decode)
+    if plan.router.replicas > 0:
+        objs += _load_all(_env.get_template("router.yaml.j2").render(
+            **ctx, name=names.router(plan.name), router=plan.router, metrics_port=METRICS_PORT,
+            service_type=plan.spec.router.service_type))
+    order = {k: i for i, k in enumerate(KIND_ORDER)}
+    return sorted(objs, key=lambda o: (order[o["kind"]], o["metadata"]["name"]))
+
+
+def to_yaml(objs: list[dict[str, Any]]) -> str:
+    """A YAML stream, one document per object, stable bytes."""
+    return "".join("---\n" + yaml.safe_dump(o, sort_keys=False, default_flow_style=False, width=1 << 16) for o in objs)

@@ -1,0 +1,132 @@
+"""``qdd``: plan, render, crd, import-recipe, run (the operator).
+
+Bad input exits 2 with one ``error:`` line per bad field; never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .api import parse_resource
+from .api.crd import crd
+from .errors import SpecError
+from .plan import build_plan
+from .plan.summary import summary, table
+from .render import render, to_yaml
+
+EXIT_INVALID = 2
+
+
+def _documents(paths: list[str]) -> list[tuple[str, Any]]:
+    docs = []
+    for p in paths:
+        text = sys.stdin.read() if p == "-" else Path(p).read_text()
+        for doc in yaml.safe_load_all(text):
+            if doc:
+                docs.append((p, doc))
+    return docs
+
+
+def _plans(paths: list[str]) -> list[Any]:
+    plans, failed = [], False
+    for path, doc in _documents(paths):
+        try:
+            plans.append(build_plan(parse_resource(doc)))
+        except SpecError as e:
+            failed = True
+            for err in e.errors:
+                print(f"error: {path}: {err}", file=sys.stderr)
+    if failed:
+        raise SystemExit(EXIT_INVALID)
+    return plans
+
+
+def cmd_plan(args: argparse.Namespace) -> None:
+    plans = _plans(args.filename)
+    if args.output == "json":
+        out = [summary(p) for p in plans]
+        print(json.dumps(out[0] if len(out) == 1 else out, indent=2, sort_keys=True))
+    else:
+        print("\n".join(table(p) for p in plans), end="")
+
+
+def cmd_render(args: argparse.Namespace) -> None:
+    objs = []
+    for p in _plans(args.filename):
+        objs += render(p)
+    sys.stdout.write(to_yaml(objs))
+
+
+def cmd_crd(args: argparse.Namespace) -> None:
+    text = yaml.safe_dump(crd(), sort_keys=False, width=100)
+    if args.output:
+        Path(args.output).write_text(text)
+    else:
+        sys.stdout.write(text)
+
+
+def cmd_import_recipe(args: argparse.Namespace) -> None:
+    from .recipe import RecipeError, import_recipe
+
+    try:
+        obj = import_recipe(yaml.safe_load(Path(args.recipe).read_text()), name=args.name, image=args.image)
+    except RecipeError as e:
+        print(f"error: {args.recipe}: {e}", file=sys.stderr)
+        raise SystemExit(EXIT_INVALID) from None
+    sys.stdout.write(yaml.safe_dump(obj, sort_keys=False))
+
+
+def cmd_run(args: argparse.Namespace) -> None:
+    from .controller.main import run
+
+    run(namespaces=args.namespace, metrics_port=args.metrics_port, liveness_port=args.liveness_port,
+        resync_seconds=args.resync_seconds)
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="qdd", description="Prefill/decode disaggregated vLLM on Kubernetes.")
+    sub = ap.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("plan", help="print the sizing of a QwenDisaggDeployment")
+    p.add_argument("-f", "--filename", action="append", required=True, help="CR file (repeatable; - for stdin)")
+    p.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    p.set_defaults(func=cmd_plan)
+    r = sub.add_parser("render", help="print every Kubernetes object the operator would apply")
+    r.add_argument("-f", "--filename", action="append", required=True, help="CR file (repeatable; - for stdin)")
+    r.set_defaults(func=cmd_render)
+    c = sub.add_parser("crd", help="print the CustomResourceDefinition")
+    c.add_argument("-o", "--output", help="write to this file instead of stdout")
+    c.set_defaults(func=cmd_crd)
+    i = sub.add_parser("import-recipe", help="turn an srt-slurm recipe into a QwenDisaggDeployment")
+    i.add_argument("recipe")
+    i.add_argument("--name", help="metadata.name (default: from the recipe)")
+    i.add_argument("--image", default="qdd/vllm:0.33.0-cu13-arm64", help="engine image")
+    i.set_defaults(func=cmd_import_recipe)
+    o = sub.add_parser("run", help="run the operator")
+    o.add_argument("-n", "--namespace", action="append", help="watch only these namespaces (default: all)")
+    o.add_argument("--metrics-port", type=int, default=8080)
+    o.add_argument("--liveness-port", type=int, default=8081)
+    o.add_argument("--resync-seconds", type=float, default=60.0)
+    o.set_defaults(func=cmd_run)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
+    try:
+        args.func(args)
+    except FileNotFoundError as e:
+        print(f"error: {e.filename}: no such file", file=sys.stderr)
+        raise SystemExit(EXIT_INVALID) from None
+    except yaml.YAMLError as e:
+        print(f"error: not valid YAML: {e}", file=sys.stderr)
+        raise SystemExit(EXIT_INVALID) from None
+
+
+if __name__ == "__main__":
+    main()

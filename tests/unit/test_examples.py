@@ -1,0 +1,154 @@
+"""Every seed example renders the seed recipe's values (FACTS.md §1, the vLLM blog's recipes)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from ..conftest import ALL_SEED_EXAMPLES, load
+from .helpers import by_name, engine_pod_specs, env_of, flag, objects_of, plan_of
+
+CAPTURE = {3072: "512", 4096: "640", 5120: "768"}
+
+
+def _n(path) -> int:
+    return int(re.search(r"-(\d)xdep2", path.name).group(1))
+
+
+@pytest.mark.parametrize("path", ALL_SEED_EXAMPLES, ids=lambda p: p.stem)
+def test_seed_example_renders_the_recipe(path):
+    cr = load(path)
+    objs = objects_of(cr)
+    name = cr["metadata"]["name"]
+    cc = cr["spec"]["workload"]["concurrency"]
+    n = _n(path)
+    assert n == cr["spec"]["prefill"]["endpoints"]
+
+    leader = by_name(objs, "Pod", f"{name}-decode-0-leader")["spec"]["containers"][0]
+    assert flag(leader["args"], "--max-cudagraph-capture-size") == CAPTURE[cc]
+    assert flag(leader["args"], "--max-num-seqs") == "1024"
+
+    sts = by_name(objs, "StatefulSet", f"{name}-prefill")
+    assert sts["spec"]["replicas"] == n
+    prefill = sts["spec"]["template"]["spec"]["containers"][0]
+    assert flag(prefill["args"], "--max-num-batched-tokens") == "16384"
+    assert flag(prefill["args"], "--data-parallel-size") == "2"
+    assert "--max-cudagraph-capture-size" not in prefill["args"]
+
+    gpus = 0
+    specs = engine_pod_specs(objs)
+    assert len(specs) == n + 2
+    for role, _labels, spec in specs:
+        c = spec["containers"][0]
+        args, env = c["args"], env_of(c)
+        assert c["command"] == ["vllm", "serve"]
+        assert args[0] == "nvidia/Qwen3.5-397B-A17B-NVFP4"
+        assert env["VLLM_SSM_CONV_STATE_LAYOUT"] == "DS"
+        assert env["VLLM_NIXL_SIDE_CHANNEL_HOST"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+        assert env["VLLM_NIXL_SIDE_CHANNEL_PORT"] == "5600"
+        assert flag(args, "--mamba-ssm-cache-dtype") == "bfloat16"
+        assert "--no-enable-prefix-caching" in args and "--enable-prefix-caching" not in args
+        assert "--language-model-only" in args
+        assert "--async-scheduling" in args
+        assert flag(args, "--stream-interval") == "100"
+        assert flag(args, "--tensor-parallel-size") == "1"
+        assert "--enable-expert-parallel" in args
+        kv = json.loads(flag(args, "--kv-transfer-config"))
+        assert kv["kv_connector"] == "NixlConnector"
+        assert kv["kv_role"] == {"prefill": "kv_producer", "decode": "kv_consumer"}[role]
+        assert kv["kv_load_failure_policy"] == "fail"
+        gpus += int(c["resources"]["limits"]["nvidia.com/gpu"])
+        assert c["resources"]["requests"]["nvidia.com/gpu"] == c["resources"]["limits"]["nvidia.com/gpu"]
+        assert spec["nodeSelector"]["kubernetes.io/arch"] == "arm64"
+        assert spec["resourceClaims"] == [{"name": "imex-channel", "resourceClaimTemplateName": f"{name}-imex-channel"}]
+        assert c["resources"]["claims"] == [{"name": "imex-channel"}]
+    assert gpus == 2 * n + 8
+    assert plan_of(cr).gpus == 2 * n + 8
+
+
+def test_headless_worker_flags_and_side_channel_ports(seed_cr):
+    objs = objects_of(seed_cr)
+    name = seed_cr["metadata"]["name"]
+    leader = by_name(objs, "Pod", f"{name}-decode-0-leader")["spec"]["containers"][0]
+    worker = by_name(objs, "Pod", f"{name}-decode-0-worker-1")["spec"]["containers"][0]
+    dns = f"{name}-decode-0-leader.{name}-decode.default.svc"
+    for c in (leader, worker):
+        assert flag(c["args"], "--data-parallel-size") == "8"
+        assert flag(c["args"], "--data-parallel-size-local") == "4"
+        assert flag(c["args"], "--data-parallel-address") == dns
+        assert flag(c["args"], "--data-parallel-rpc-port") == "29550"
+        assert "--data-parallel-rank" not in c["args"]
+    assert "--headless" in worker["args"]
+    assert flag(worker["args"], "--data-parallel-start-rank") == "4"
+    assert "--port" not in worker["args"] and "--api-server-count" not in worker["args"]
+    assert "--headless" not in leader["args"] and "--data-parallel-start-rank" not in leader["args"]
+    ports = lambda c: sorted(p["containerPort"] for p in c["ports"] if p["name"].startswith("nixl-"))  # noqa: E731
+    assert ports(leader) == [5600, 5601, 5602, 5603]
+    assert ports(worker) == [5604, 5605, 5606, 5607]
+    assert {p["name"]: p["containerPort"] for p in leader["ports"]}["http"] == 8000
+    assert not any(p["name"] == "http" for p in worker["ports"])
+    # Readiness only where HTTP is served.
+    assert "readinessProbe" in leader and "startupProbe" in leader
+    assert "readinessProbe" not in worker and "startupProbe" not in worker
+
+
+def test_prefill_pods_own_base_plus_their_dp_ranks(seed_cr):
+    plan = plan_of(seed_cr)
+    assert [p.side_channel_ports for p in plan.prefill.pods] == [(5600, 5601)] * 4
+    assert [p.side_channel_ports for p in plan.decode.pods] == [(5600, 5601, 5602, 5603), (5604, 5605, 5606, 5607)]
+    assert [list(p.dp_ranks) for p in plan.decode.pods] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+
+
+def test_labels_on_every_object_and_pod(seed_cr):
+    objs = objects_of(seed_cr)
+    name = seed_cr["metadata"]["name"]
+    for o in objs:
+        lab = o["metadata"]["labels"]
+        assert lab["qdd.dev/deployment"] == name
+        if o["kind"] != "ComputeDomain":  # shared by both engine roles
+            assert lab["qdd.dev/role"] in ("prefill", "decode", "router")
+    for role, lab, _ in engine_pod_specs(objs):
+        assert lab["qdd.dev/role"] == role and lab["qdd.dev/deployment"] == name
+    dep = by_name(objs, "Deployment", f"{name}-router")
+    assert dep["spec"]["template"]["metadata"]["labels"]["qdd.dev/role"] == "router"
+
+
+def test_placement_clique_affinity_and_group_anti_affinity(seed_cr):
+    objs = objects_of(seed_cr)
+    name = seed_cr["metadata"]["name"]
+    for _, _, spec in engine_pod_specs(objs):
+        term = spec["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+        assert term["topologyKey"] == "nvidia.com/gpu.clique"
+        vol = {v["name"]: v for v in spec["volumes"]}
+        assert vol["dshm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "32Gi"}
+    leader = by_name(objs, "Pod", f"{name}-decode-0-leader")["spec"]
+    anti = leader["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+    assert anti["topologyKey"] == "kubernetes.io/hostname"
+    assert anti["labelSelector"]["matchLabels"]["qdd.dev/endpoint"] == "0"
+    assert leader["hostname"] == f"{name}-decode-0-leader" and leader["subdomain"] == f"{name}-decode"
+    svc = by_name(objs, "Service", f"{name}-decode")
+    assert svc["spec"]["clusterIP"] == "None" and svc["spec"]["publishNotReadyAddresses"] is True
+    cd = by_name(objs, "ComputeDomain", f"{name}-compute-domain")
+    assert cd["spec"]["channel"]["resourceClaimTemplate"]["name"] == f"{name}-imex-channel"
+
+
+def test_router_is_pd_mode_with_nixl_and_rbac(seed_cr):
+    objs = objects_of(seed_cr)
+    name = seed_cr["metadata"]["name"]
+    c = by_name(objs, "Deployment", f"{name}-router")["spec"]["template"]["spec"]["containers"][0]
+    args = c["args"]
+    assert c["command"] == ["vllm-router"]
+    assert "--vllm-pd-disaggregation" in args and flag(args, "--kv-connector") == "nixl"
+    assert "--service-discovery" in args and flag(args, "--service-discovery-port") == "8000"
+    i = args.index("--decode-selector")
+    assert args[i + 1:i + 4] == [f"qdd.dev/deployment={name}", "qdd.dev/role=decode", "qdd.dev/group-role=leader"]
+    role = by_name(objs, "Role", f"{name}-router")
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
+
+
+def test_render_is_deterministic(seed_cr):
+    from qdd.render import to_yaml
+
+    assert to_yaml(objects_of(seed_cr)) == to_yaml(objects_of(seed_cr))

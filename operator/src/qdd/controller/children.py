@@ -1,0 +1,81 @@
+"""Desired vs observed children: what to apply and what to prune. Pure."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import labels
+
+APPLIED_HASH = f"{labels.GROUP}/applied-hash"
+"""Annotation on every child: hash of the manifest qdd last applied; equal hash → no API write."""
+
+# Kinds qdd manages, with the API version to list them by. Order = apply order.
+MANAGED_KINDS: list[tuple[str, str]] = [
+    ("resource.nvidia.com/v1beta1", "ComputeDomain"),
+    ("v1", "ServiceAccount"),
+    ("rbac.authorization.k8s.io/v1", "Role"),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"),
+    ("v1", "Service"),
+    ("apps/v1", "StatefulSet"),
+    ("v1", "Pod"),
+    ("apps/v1", "Deployment"),
+]
+
+
+def key(obj: dict[str, Any]) -> tuple[str, str]:
+    return obj["kind"], obj["metadata"]["name"]
+
+
+def manifest_hash(obj: dict[str, Any]) -> str:
+    blob = json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def owned(owner_uid: str, obj: dict[str, Any]) -> bool:
+    """True when ``obj`` is controlled by the custom resource with ``owner_uid``."""
+    return any(r.get("uid") == owner_uid and r.get("controller") for r in obj["metadata"].get("ownerReferences") or [])
+
+
+def with_owner(obj: dict[str, Any], owner: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``obj`` carrying the owner reference (controller) and its manifest hash."""
+    out = copy.deepcopy(obj)
+    meta = out["metadata"]
+    meta["ownerReferences"] = [{
+        "apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": owner["metadata"]["name"],
+        "uid": owner["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True,
+    }]
+    meta.setdefault("annotations", {})[APPLIED_HASH] = manifest_hash(obj)
+    return out
+
+
+@dataclass
+class Diff:
+    """``apply``: objects to server-side apply; ``prune``: (apiVersion, kind, name) to delete."""
+
+    apply: list[dict[str, Any]] = field(default_factory=list)
+    prune: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+def diff(desired: list[dict[str, Any]], observed: list[dict[str, Any]], owner_uid: str) -> Diff:
+    """Bare Pods are created once and never re-applied (their spec is immutable): a changed pod is
+    replaced through its group's revision (:mod:`.groups`). Everything else is applied when its
+    manifest hash changed. Observed children of this owner that are not desired are pruned."""
+    seen = {key(o): o for o in observed}
+    out = Diff()
+    for d in desired:
+        o = seen.get(key(d))
+        if o is None:
+            out.apply.append(d)
+        elif d["kind"] != "Pod":
+            have = (o["metadata"].get("annotations") or {}).get(APPLIED_HASH)
+            if have != d["metadata"]["annotations"][APPLIED_HASH]:
+                out.apply.append(d)
+    wanted = {key(d) for d in desired}
+    for o in observed:
+        if key(o) not in wanted and owned(owner_uid, o):
+            out.prune.append((o["apiVersion"], o["kind"], o["metadata"]["name"]))
+    return out

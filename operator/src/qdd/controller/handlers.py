@@ -1,0 +1,69 @@
+"""kopf registrations. Every trigger calls the same level-triggered reconcile."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import kopf
+
+from .. import labels
+from .reconcile import Reconciler
+
+CR = (labels.GROUP, labels.VERSION, labels.PLURAL)
+# GitOps tools annotate what they sync; a change there is not a spec change.
+IGNORED_FIELDS = ["metadata.annotations", "metadata.labels", "status"]
+
+
+def register(reconciler_factory: Any, resync_seconds: float) -> None:
+    """Register the handlers. ``reconciler_factory()`` builds the :class:`Reconciler` at startup
+    (after kopf has its event loop, before any handler runs)."""
+    state: dict[str, Reconciler] = {}
+
+    @kopf.on.startup()
+    def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+        # Keep kopf's bookkeeping on the custom resource itself, in annotations under our group:
+        # never in status (the structural schema would prune it) and never in children.
+        settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=labels.GROUP)
+        settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+            prefix=labels.GROUP, key="last-handled-configuration", ignored_fields=IGNORED_FIELDS)
+        settings.persistence.finalizer = f"{labels.GROUP}/kopf-finalizer"
+        settings.watching.server_timeout = 300
+        settings.watching.client_timeout = 330
+        settings.watching.inactivity_timeout = 600
+        settings.execution.max_workers = 4
+        settings.posting.level = logging.WARNING
+        state["r"] = reconciler_factory()
+
+    def reconcile(namespace: str | None, name: str | None) -> None:
+        if namespace and name:
+            state["r"].reconcile(namespace, name)
+
+    @kopf.on.resume(*CR)
+    @kopf.on.create(*CR)
+    @kopf.on.update(*CR, field="spec")
+    def on_spec(namespace: str, name: str, **_: Any) -> None:
+        reconcile(namespace, name)
+
+    @kopf.on.delete(*CR, optional=True)
+    def on_delete(namespace: str, name: str, **_: Any) -> None:
+        state["r"].forget(namespace, name)
+
+    @kopf.timer(*CR, interval=resync_seconds, initial_delay=resync_seconds)
+    def resync(namespace: str, name: str, **_: Any) -> None:
+        reconcile(namespace, name)
+
+    present = {labels.DEPLOYMENT: kopf.PRESENT}
+
+    @kopf.on.event("", "v1", "pods", labels=present)
+    @kopf.on.event("apps", "v1", "statefulsets", labels=present)
+    @kopf.on.event("apps", "v1", "deployments", labels=present)
+    @kopf.on.event("resource.nvidia.com", "v1beta1", "computedomains", labels=present)
+    def on_child(namespace: str, labels: dict[str, str], **_: Any) -> None:  # noqa: A002
+        reconcile(namespace, labels.get(f"{CR[0]}/deployment"))
+
+    @kopf.on.probe(id="reconcileAgeSeconds")
+    def reconcile_age(**_: Any) -> float:
+        r = state.get("r")
+        return round(time.monotonic() - r.last_pass, 1) if r else -1.0

@@ -1,0 +1,114 @@
+"""Thin adapter over the Kubernetes API (dynamic client): list, apply, delete, status, events.
+No decisions here; every write is counted in ``qdd_api_writes_total``."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
+
+from .. import labels
+from ..names import compute_domain
+from .children import MANAGED_KINDS
+from .metrics import API_WRITES
+
+log = logging.getLogger("qdd.kube")
+
+
+def load_client() -> client.ApiClient:
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config()
+    return client.ApiClient()
+
+
+class Kube:
+    def __init__(self, api: client.ApiClient | None = None):
+        self.api = api or load_client()
+        self.dyn = DynamicClient(self.api)
+        self._res: dict[tuple[str, str], Any] = {}
+
+    def _resource(self, api_version: str, kind: str) -> Any | None:
+        k = (api_version, kind)
+        if k not in self._res:
+            try:
+                self._res[k] = self.dyn.resources.get(api_version=api_version, kind=kind)
+            except ResourceNotFoundError:
+                return None  # e.g. the ComputeDomain CRD is not installed
+        return self._res[k]
+
+    def get_cr(self, namespace: str, name: str) -> dict[str, Any] | None:
+        res = self._resource(f"{labels.GROUP}/{labels.VERSION}", labels.KIND)
+        try:
+            return res.get(name=name, namespace=namespace).to_dict()
+        except NotFoundError:
+            return None
+
+    def list_children(self, namespace: str, cr: str) -> list[dict[str, Any]]:
+        out = []
+        for api_version, kind in MANAGED_KINDS:
+            res = self._resource(api_version, kind)
+            if res is None:
+                continue
+            items = res.get(namespace=namespace, label_selector=f"{labels.DEPLOYMENT}={cr}").to_dict()["items"]
+            for item in items:
+                item.setdefault("apiVersion", api_version)
+                item.setdefault("kind", kind)
+                item["metadata"].pop("managedFields", None)
+            out += items
+        return out
+
+    def apply(self, obj: dict[str, Any]) -> None:
+        res = self._resource(obj["apiVersion"], obj["kind"])
+        if res is None:
+            raise RuntimeError(f"{obj['apiVersion']} {obj['kind']} is not served by this cluster (is its CRD installed?)")
+        res.server_side_apply(body=obj, namespace=obj["metadata"].get("namespace"), field_manager=labels.FIELD_MANAGER,
+                              force_conflicts=True)
+        API_WRITES.labels("apply", obj["kind"]).inc()
+
+    def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
+        res = self._resource(api_version, kind)
+        try:
+            res.delete(name=name, namespace=namespace, propagation_policy="Background")
+            API_WRITES.labels("delete", kind).inc()
+        except NotFoundError:
+            pass
+
+    def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        res = self._resource(f"{labels.GROUP}/{labels.VERSION}", labels.KIND)
+        res.status.patch(name=name, namespace=namespace, body={"status": status},
+                         content_type="application/merge-patch+json")
+        API_WRITES.labels("patch-status", labels.KIND).inc()
+
+    def compute_domain_ready(self, namespace: str, cr: str) -> bool:
+        res = self._resource("resource.nvidia.com/v1beta1", "ComputeDomain")
+        if res is None:
+            return False
+        try:
+            obj = res.get(name=compute_domain(cr), namespace=namespace).to_dict()
+        except NotFoundError:
+            return False
+        return (obj.get("status") or {}).get("status") == "Ready"
+
+    def event(self, cr: dict[str, Any], type_: str, reason: str, message: str) -> None:
+        """A core/v1 Event on the custom resource (kubectl describe shows it)."""
+        meta = cr["metadata"]
+        now = dt.datetime.now(dt.timezone.utc)
+        body = client.CoreV1Event(
+            metadata=client.V1ObjectMeta(generate_name=f"{meta['name']}.", namespace=meta["namespace"]),
+            involved_object=client.V1ObjectReference(api_version=cr["apiVersion"], kind=cr["kind"], name=meta["name"],
+                                                     namespace=meta["namespace"], uid=meta["uid"]),
+            type=type_, reason=reason, message=message[:1000], first_timestamp=now, last_timestamp=now, count=1,
+            source=client.V1EventSource(component="qdd-operator"), reporting_component="qdd-operator",
+        )
+        try:
+            client.CoreV1Api(self.api).create_namespaced_event(meta["namespace"], body)
+            API_WRITES.labels("create", "Event").inc()
+        except ApiException as e:
+            log.warning("could not post event %s: %s", reason, e.reason)

@@ -1,0 +1,26 @@
+"""``qdd run``: the operator process."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import kopf
+from prometheus_client import start_http_server
+
+from .handlers import register
+from .kube import Kube
+from .reconcile import Reconciler
+
+
+def run(namespaces: list[str] | None, metrics_port: int, liveness_port: int, resync_seconds: float) -> None:
+    logging.basicConfig(level=os.environ.get("QDD_LOG_LEVEL", "INFO"),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    start_http_server(metrics_port)
+    register(lambda: Reconciler(Kube()), resync_seconds)
+    kopf.run(
+        standalone=True,
+        namespaces=namespaces or (),
+        clusterwide=not namespaces,
+        liveness_endpoint=f"http://0.0.0.0:{liveness_port}/healthz",
+    )

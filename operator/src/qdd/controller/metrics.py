@@ -1,0 +1,18 @@
+"""Operator metrics (prometheus-client), served on ``qdd run --metrics-port``."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+RECONCILES = Counter("qdd_reconciles_total", "Reconciles of QwenDisaggDeployments, by result.", ["result"])
+RECONCILE_ERRORS = Counter("qdd_reconcile_errors_total", "Reconciles that raised (API errors, conflicts).")
+RECONCILE_SECONDS = Histogram("qdd_reconcile_duration_seconds", "Wall time of one reconcile.",
+                              buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
+API_WRITES = Counter("qdd_api_writes_total", "Writes the operator sent to the API server.", ["verb", "kind"])
+MANAGED = Gauge("qdd_managed_deployments", "QwenDisaggDeployments the operator manages.")
+READY_ENDPOINTS = Gauge("qdd_ready_endpoints", "Ready endpoints per deployment and role.",
+                        ["namespace", "name", "role"])
+DESIRED_ENDPOINTS = Gauge("qdd_desired_endpoints", "Desired endpoints per deployment and role.",
+                          ["namespace", "name", "role"])
+GROUP_RESTARTS = Counter("qdd_group_restarts_total", "Multi-pod endpoints deleted whole to be recreated, by cause.",
+                         ["role", "cause"])

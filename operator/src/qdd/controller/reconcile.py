@@ -1,0 +1,158 @@
+"""One level-triggered reconcile per QwenDisaggDeployment: plan → render → apply → prune → status.
+
+Safe to run at any time and from any trigger (spec change, child event, resync timer, restart):
+it reads the custom resource and its children fresh, converges, and writes status only when it
+changed. Triggers for a resource already being reconciled coalesce into one more pass.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+import time
+from typing import Any
+
+from ..api import parse_resource
+from ..errors import SpecError
+from ..plan import build_plan
+from ..render import render
+from . import metrics
+from .children import diff, key, with_owner
+from .groups import group_states, groups_to_delete, pods_to_create
+from .kube import Kube
+from .status import Observed, compute_status, without_times
+
+log = logging.getLogger("qdd.reconcile")
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _cond(status: dict[str, Any] | None, ctype: str) -> dict[str, Any]:
+    for c in (status or {}).get("conditions") or []:
+        if c.get("type") == ctype:
+            return c
+    return {}
+
+
+class Reconciler:
+    def __init__(self, kube: Kube):
+        self.kube = kube
+        self._guard = threading.Lock()
+        self._running: set[tuple[str, str]] = set()
+        self._pending: set[tuple[str, str]] = set()
+        self.managed: set[tuple[str, str]] = set()
+        self.last_pass = time.monotonic()
+
+    def reconcile(self, namespace: str, name: str) -> None:
+        """Reconcile now, or — if a pass for this resource is running — make it run once more."""
+        k = (namespace, name)
+        with self._guard:
+            if k in self._running:
+                self._pending.add(k)
+                return
+            self._running.add(k)
+        try:
+            for _ in range(10):
+                self._timed(namespace, name)
+                with self._guard:
+                    if k not in self._pending:
+                        break
+                    self._pending.discard(k)
+        finally:
+            with self._guard:
+                self._running.discard(k)
+                self._pending.discard(k)
+
+    def forget(self, namespace: str, name: str) -> None:
+        self.managed.discard((namespace, name))
+        metrics.MANAGED.set(len(self.managed))
+        for role in ("prefill", "decode"):
+            for g in (metrics.READY_ENDPOINTS, metrics.DESIRED_ENDPOINTS):
+                try:
+                    g.remove(namespace, name, role)
+                except KeyError:
+                    pass
+
+    def _timed(self, namespace: str, name: str) -> None:
+        start = time.perf_counter()
+        try:
+            result = self.once(namespace, name)
+            metrics.RECONCILES.labels(result).inc()
+        except Exception:
+            metrics.RECONCILES.labels("error").inc()
+            metrics.RECONCILE_ERRORS.inc()
+            raise
+        finally:
+            metrics.RECONCILE_SECONDS.observe(time.perf_counter() - start)
+            self.last_pass = time.monotonic()
+
+    def once(self, namespace: str, name: str) -> str:
+        kube = self.kube
+        cr = kube.get_cr(namespace, name)
+        if cr is None or cr["metadata"].get("deletionTimestamp"):
+            self.forget(namespace, name)
+            return "gone"  # owner references let the garbage collector remove the children
+        self.managed.add((namespace, name))
+        metrics.MANAGED.set(len(self.managed))
+        uid = cr["metadata"]["uid"]
+        plan, errors, desired = None, [], []
+        try:
+            plan = build_plan(parse_resource(cr))
+            desired = [with_owner(o, cr) for o in render(plan)]
+        except SpecError as e:
+            errors = [str(x) for x in e.errors]
+
+        observed = kube.list_children(namespace, name)
+        states = group_states(desired, observed) if plan else []
+        wrote = False
+        if plan is not None:
+            # Nothing half-applied: everything below runs only for a fully valid plan.
+            for g in groups_to_delete(states):
+                cause = "outdated" if not g.broken else "broken"
+                log.info("%s/%s: recreating %s endpoint %d (%s)", namespace, name, g.role, g.endpoint,
+                         g.broken or "new revision")
+                metrics.GROUP_RESTARTS.labels(g.role, cause).inc()
+                if g.broken:
+                    kube.event(cr, "Warning", "GroupRestart",
+                               f"{g.role} endpoint {g.endpoint}: {g.broken}; deleting and recreating all its pods")
+                for pod in g.present:
+                    kube.delete("v1", "Pod", namespace, pod)
+                wrote = True
+            creatable = pods_to_create(states)
+            d = diff(desired, observed, uid)
+            for obj in d.apply:
+                if obj["kind"] == "Pod" and obj["metadata"]["name"] not in creatable:
+                    continue
+                kube.apply(obj)
+                wrote = True
+            for api_version, kind, child in d.prune:
+                kube.delete(api_version, kind, namespace, child)
+                wrote = True
+            if wrote:
+                observed = kube.list_children(namespace, name)
+                states = group_states(desired, observed)
+
+        cd_ready = kube.compute_domain_ready(namespace, name) if plan is not None and plan.compute_domain else None
+        status = compute_status(cr, plan, errors, Observed({key(o): o for o in observed}, states), _now(), cd_ready)
+        old = cr.get("status") or {}
+        if without_times(status) != without_times({k: old.get(k) for k in status}):
+            kube.patch_status(namespace, name, status)
+        self._events(cr, old, status)
+        for role in ("prefill", "decode"):
+            metrics.READY_ENDPOINTS.labels(namespace, name, role).set(status[role]["readyEndpoints"])
+            metrics.DESIRED_ENDPOINTS.labels(namespace, name, role).set(status[role]["endpoints"])
+        return "invalid" if errors else ("ready" if _cond(status, "Ready").get("status") == "True" else "progressing")
+
+    def _events(self, cr: dict[str, Any], old: dict[str, Any], new: dict[str, Any]) -> None:
+        was, now = _cond(old, "PlanValid"), _cond(new, "PlanValid")
+        if now.get("status") == "False" and (was.get("status") != "False" or was.get("message") != now.get("message")):
+            self.kube.event(cr, "Warning", "InvalidSpec", now["message"])
+        r_was, r_now = _cond(old, "Ready"), _cond(new, "Ready")
+        if r_now.get("status") == "True" and r_was.get("status") != "True":
+            self.kube.event(cr, "Normal", "Ready", r_now.get("message", ""))
+        cd_was, cd_now = _cond(old, "ComputeDomainReady"), _cond(new, "ComputeDomainReady")
+        if cd_now.get("status") == "True" and cd_was.get("status") == "False":
+            self.kube.event(cr, "Normal", "ComputeDomainReady", cd_now.get("message", ""))

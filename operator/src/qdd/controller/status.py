@@ -1,0 +1,170 @@
+"""Status of a QwenDisaggDeployment from its plan and its observed children. Pure.
+
+Conditions follow metav1.Condition and kstatus: ``Ready`` is the summary users wait on;
+``Reconciling``/``Stalled`` are kstatus's abnormal-true pair (Flux, ``kubectl wait``, Argo CD
+agree on them); ``Progressing``/``Degraded`` are the Argo-style pair; ``PlanValid`` and
+``ComputeDomainReady`` say why. lastTransitionTime moves only when a condition's status flips.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .. import labels, names
+from ..plan import Plan
+from ..plan.summary import summary
+from .groups import GroupState, pod_ready
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What the reconcile saw: children by (kind, name), and the multi-pod groups' states."""
+
+    children: dict[tuple[str, str], dict[str, Any]]
+    groups: list[GroupState]
+
+    def of_kind(self, kind: str) -> list[dict[str, Any]]:
+        return [o for (k, _), o in sorted(self.children.items()) if k == kind]
+
+
+@dataclass(frozen=True)
+class RoleCount:
+    endpoints: int
+    ready: int
+    gpus: int
+    pods: int
+    present_endpoints: int
+
+
+def _sts_role(obs: Observed, cr: str, role: str, endpoints: int, gpus_per_pod: int) -> RoleCount:
+    sts = obs.children.get(("StatefulSet", names.role_set(cr, role)))
+    pods = [p for p in obs.of_kind("Pod") if (p["metadata"].get("labels") or {}).get(labels.ROLE) == role
+            and any(r.get("kind") == "StatefulSet" for r in p["metadata"].get("ownerReferences") or [])]
+    current = (sts or {}).get("status", {}).get("updateRevision")
+    ready = sum(1 for p in pods if pod_ready(p) and not p["metadata"].get("deletionTimestamp")
+                and p["metadata"]["labels"].get("controller-revision-hash") == current)
+    return RoleCount(endpoints, min(ready, endpoints), endpoints * gpus_per_pod, len(pods), len(pods))
+
+
+def _group_role(obs: Observed, role: str, endpoints: int, gpus_per_endpoint: int) -> RoleCount:
+    mine = [g for g in obs.groups if g.role == role]
+    return RoleCount(endpoints, sum(1 for g in mine if g.ready), endpoints * gpus_per_endpoint,
+                     sum(len(g.present) for g in mine), sum(1 for g in mine if g.present))
+
+
+def _cond(ctype: str, ok: bool, reason: str, message: str, generation: int | None) -> dict[str, Any]:
+    return {"type": ctype, "status": "True" if ok else "False", "reason": reason, "message": message,
+            "observedGeneration": generation}
+
+
+def _merge_times(new: list[dict[str, Any]], old: list[dict[str, Any]], now: str) -> list[dict[str, Any]]:
+    before = {c["type"]: c for c in old or []}
+    for c in new:
+        prev = before.get(c["type"])
+        c["lastTransitionTime"] = prev["lastTransitionTime"] if prev and prev.get("status") == c["status"] and prev.get(
+            "lastTransitionTime") else now
+    return new
+
+
+def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs: Observed, now: str,
+                   compute_domain_ready: bool | None) -> dict[str, Any]:
+    """The whole ``.status``. ``errors``: plan errors (empty when the spec is valid).
+    ``compute_domain_ready``: None when no ComputeDomain is used."""
+    meta = cr["metadata"]
+    name, gen = meta["name"], meta.get("generation")
+    spec = cr.get("spec") or {}
+    old = (cr.get("status") or {}).get("conditions") or []
+    if plan is not None:
+        p = _sts_role(obs, name, "prefill", plan.prefill.endpoints, plan.prefill.gpus_per_pod) \
+            if plan.prefill.uses_statefulset else _group_role(obs, "prefill", plan.prefill.endpoints, plan.prefill.gpus_per_endpoint)
+        d = _sts_role(obs, name, "decode", plan.decode.endpoints, plan.decode.gpus_per_pod) \
+            if plan.decode.uses_statefulset else _group_role(obs, "decode", plan.decode.endpoints, plan.decode.gpus_per_endpoint)
+    else:
+        want = lambda r: int((spec.get(r) or {}).get("endpoints") or 0)  # noqa: E731
+        p = RoleCount(want("prefill"), 0, 0, 0, 0)
+        d = RoleCount(want("decode"), 0, 0, 0, 0)
+    router_ok = True
+    if plan is not None and plan.router.replicas > 0:
+        dep = obs.children.get(("Deployment", names.router(name)))
+        st = (dep or {}).get("status") or {}
+        router_ok = bool(dep) and st.get("observedGeneration") == dep["metadata"].get("generation") and \
+            (st.get("availableReplicas") or 0) >= plan.router.replicas
+    broken = [g for g in obs.groups if g.broken or (g.terminating and not g.present)]
+
+    conds = []
+    valid = plan is not None
+    conds.append(_cond("PlanValid", valid, "Planned" if valid else "InvalidSpec",
+                       f"{plan.gpus} GPUs: {plan.prefill.endpoints} x {plan.prefill.topology_name} prefill + "
+                       f"{plan.decode.endpoints} x {plan.decode.topology_name} decode" if valid else "; ".join(errors), gen))
+    cd_ok = compute_domain_ready is not False
+    conds.append(_cond("ComputeDomainReady", cd_ok,
+                       "NotRequired" if compute_domain_ready is None else ("Ready" if cd_ok else "NotReady"),
+                       "" if compute_domain_ready is None else (
+                           f"ComputeDomain {names.compute_domain(name)} is "
+                           + ("Ready" if cd_ok else "not Ready yet (waiting for the NVIDIA DRA driver)")), gen))
+    degraded_msg = "; ".join(f"{g.role} endpoint {g.endpoint}: {g.broken or 'pods terminating'}; recreating the whole group"
+                             for g in broken)
+    conds.append(_cond("Degraded", bool(broken), "GroupRestarting" if broken else "AsExpected", degraded_msg, gen))
+    counts = f"prefill {p.ready}/{p.endpoints}, decode {d.ready}/{d.endpoints} endpoints ready" + (
+        "" if router_ok else ", router not available")
+    all_ready = valid and cd_ok and p.ready == p.endpoints and d.ready == d.endpoints and router_ok
+    if not valid:
+        reason, msg = "InvalidSpec", "; ".join(errors)
+    elif not cd_ok:
+        reason, msg = "ComputeDomainNotReady", counts
+    elif all_ready:
+        reason, msg = "AllEndpointsReady", counts
+    else:
+        reason, msg = "EndpointsNotReady", counts
+    conds.append(_cond("Ready", all_ready, reason, msg, gen))
+    progressing = valid and not all_ready
+    preason = "RollingOut" if progressing else ("ReconcileComplete" if valid else "InvalidSpec")
+    conds.append(_cond("Progressing", progressing, preason, counts if progressing else "", gen))
+    conds.append(_cond("Reconciling", progressing, preason, counts if progressing else "", gen))
+    conds.append(_cond("Stalled", not valid, "InvalidSpec" if not valid else "AsExpected",
+                       "; ".join(errors) if not valid else "", gen))
+
+    ns = meta.get("namespace") or "default"
+    status: dict[str, Any] = {
+        "observedGeneration": gen,
+        "conditions": _merge_times(conds, old, now),
+        "prefill": {"endpoints": p.endpoints, "readyEndpoints": p.ready, "gpus": p.gpus, "pods": p.pods},
+        "decode": {"endpoints": d.endpoints, "readyEndpoints": d.ready, "gpus": d.gpus, "pods": d.pods},
+        "prefillReady": f"{p.ready}/{p.endpoints}",
+        "decodeReady": f"{d.ready}/{d.endpoints}",
+        "gpus": p.gpus + d.gpus,
+        "replicas": p.present_endpoints,
+        "selector": f"{labels.DEPLOYMENT}={name},{labels.ROLE}=prefill",
+    }
+    if plan is not None:
+        s = summary(plan)
+        status["plan"] = {
+            "prefillMaxNumBatchedTokens": plan.prefill.max_num_batched_tokens,
+            "decodeMaxNumSeqs": plan.decode.max_num_seqs,
+            "decodeMaxCudagraphCaptureSize": plan.decode.max_cudagraph_capture_size,
+            "decodeCapacity": s["decodeCapacity"]["predicted"],
+            "kvBlockSize": s["decodeCapacity"]["cache"]["blockSize"],
+            "nodes": plan.min_nodes,
+        }
+        if plan.router.replicas > 0:
+            status["routerEndpoint"] = f"http://{names.router(name)}.{ns}.svc:{plan.router.port}"
+    elif (cr.get("status") or {}).get("plan"):
+        status["plan"] = cr["status"]["plan"]
+    return drop_none(status)
+
+
+def without_times(status: dict[str, Any]) -> dict[str, Any]:
+    """For change detection: the status minus transition times."""
+    out = dict(status)
+    out["conditions"] = [{k: v for k, v in c.items() if k != "lastTransitionTime"} for c in status.get("conditions") or []]
+    return out
+
+
+def drop_none(value: Any) -> Any:
+    """The API server drops null fields; so do we, so that a re-read status compares equal."""
+    if isinstance(value, dict):
+        return {k: drop_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [drop_none(v) for v in value]
+    return value

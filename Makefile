@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 export PATH := $(ROOT)/.qdd/bin:$(VENV)/bin:$(PATH)
 export KUBECONFIG := $(ROOT)/.qdd/kubeconfig
 
-.PHONY: setup venv tools vllm-venv test test-unit test-contract test-integration crds demo cluster-up cluster-down bench lint
+.PHONY: operator-start operator-stop setup venv tools vllm-venv test test-unit test-contract test-integration crds demo cluster-up cluster-down bench lint
 
 venv:
 	bash hack/venv.sh
@@ -38,7 +38,14 @@ cluster-up: venv tools
 	bash hack/cluster-up.sh
 
 cluster-down:
+	-bash hack/operator.sh stop
 	bash hack/cluster-down.sh
 
 demo: venv tools
 	bash hack/demo.sh
+
+operator-start: venv
+	bash hack/operator.sh start
+
+operator-stop:
+	bash hack/operator.sh stop

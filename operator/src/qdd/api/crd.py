@@ -48,6 +48,12 @@ def structural(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> di
                 out[key] = structural(value, defs)
         elif key == "required" and not value:
             continue
+        elif key in ("exclusiveMinimum", "exclusiveMaximum") and not isinstance(value, bool):
+            # JSON Schema 2020-12 → OpenAPI v3.0: a bound plus a boolean flag.
+            out["minimum" if key == "exclusiveMinimum" else "maximum"] = value
+            out[key] = True
+        elif key == "const":
+            out["enum"] = [value]
         else:
             out[key] = value
     if out.get("type") == "object" and "properties" not in out and "additionalProperties" not in out:

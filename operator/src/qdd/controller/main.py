@@ -16,6 +16,8 @@ from .reconcile import Reconciler
 def run(namespaces: list[str] | None, metrics_port: int, liveness_port: int, resync_seconds: float) -> None:
     logging.basicConfig(level=os.environ.get("QDD_LOG_LEVEL", "INFO"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # Per-event handler success lines from kopf drown the useful ones; keep its warnings.
+    logging.getLogger("kopf.objects").setLevel(os.environ.get("QDD_KOPF_LOG_LEVEL", "WARNING"))
     start_http_server(metrics_port)
     register(lambda: Reconciler(Kube()), resync_seconds)
     kopf.run(

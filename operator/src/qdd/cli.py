@@ -27,9 +27,11 @@ def _documents(paths: list[str]) -> list[tuple[str, Any]]:
     docs = []
     for p in paths:
         text = sys.stdin.read() if p == "-" else Path(p).read_text()
-        for doc in yaml.safe_load_all(text):
-            if doc:
-                docs.append((p, doc))
+        found = [doc for doc in yaml.safe_load_all(text) if doc]
+        if not found:
+            print(f"error: {p}: no QwenDisaggDeployment in it", file=sys.stderr)
+            raise SystemExit(EXIT_INVALID)
+        docs += [(p, doc) for doc in found]
     return docs
 
 
@@ -122,6 +124,12 @@ def main(argv: list[str] | None = None) -> None:
         args.func(args)
     except FileNotFoundError as e:
         print(f"error: {e.filename}: no such file", file=sys.stderr)
+        raise SystemExit(EXIT_INVALID) from None
+    except OSError as e:
+        print(f"error: {e.filename}: {e.strerror}", file=sys.stderr)
+        raise SystemExit(EXIT_INVALID) from None
+    except UnicodeDecodeError as e:
+        print(f"error: not UTF-8 text: {e}", file=sys.stderr)
         raise SystemExit(EXIT_INVALID) from None
     except yaml.YAMLError as e:
         print(f"error: not valid YAML: {e}", file=sys.stderr)

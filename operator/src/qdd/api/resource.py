@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +14,8 @@ from .rules import SPEC_RULES
 from .spec import QwenDisaggDeploymentSpec
 
 API_VERSION = f"{labels.GROUP}/{labels.VERSION}"
+_DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_DNS_1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 @dataclass(frozen=True)
@@ -70,12 +73,21 @@ def parse_resource(obj: Any) -> Resource:
     if obj.get("kind") != labels.KIND:
         errs.append(FieldError("kind", f"must be {labels.KIND}"))
     meta = obj.get("metadata") or {}
+    if not isinstance(meta, dict):
+        raise SpecError(errs + [FieldError("metadata", "must be a mapping with name (and namespace)")])
     name = meta.get("name")
     if not name:
         errs.append(FieldError("metadata.name", "required"))
+    elif not isinstance(name, str) or not _DNS_1035.match(name):
+        # Services and pod hostnames are built from it: a DNS-1035 label (no leading digit, no capitals).
+        errs.append(FieldError("metadata.name", "must be a DNS label: lowercase letters, digits and '-', starting "
+                                                "with a letter and ending with a letter or digit"))
     elif len(name) > 40:
         # Child names append up to 23 characters (e.g. -decode-0-worker-hdless) under the 63-character limit.
         errs.append(FieldError("metadata.name", "at most 40 characters: child object names are built from it"))
+    ns = meta.get("namespace")
+    if ns is not None and (not isinstance(ns, str) or not _DNS_1123.match(ns) or len(ns) > 63):
+        errs.append(FieldError("metadata.namespace", "must be a DNS label of at most 63 characters"))
     if errs:
         raise SpecError(errs)
     spec = parse_spec(obj.get("spec"))

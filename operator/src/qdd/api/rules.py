@@ -12,8 +12,12 @@ from typing import Any
 
 from ..catalog import ENGINE_PROFILES
 
-LOOPBACK_HOSTS = ("0.0.0.0", "localhost", "127.0.0.1", "::", "::1")
+LOOPBACK_HOSTS = ("0.0.0.0", "localhost", "localhost.", "127.0.0.1", "::", "::1", "[::]", "[::1]",
+                  "0:0:0:0:0:0:0:0", "0:0:0:0:0:0:0:1")
+"""Compared lowercased (host names are case-insensitive), with anything in 127.0.0.0/8."""
 UNSAFE_ASYNC_VERSIONS = tuple(sorted(v for v, p in ENGINE_PROFILES.items() if not p.async_scheduling_race_fixes))
+UNSAFE_ASYNC_SPELLINGS = UNSAFE_ASYNC_VERSIONS + tuple(f"v{v}" for v in UNSAFE_ASYNC_VERSIONS)
+"""vllmVersion accepts an optional leading ``v`` (catalog.engine_profile); CEL and Python compare the same list."""
 
 
 @dataclass(frozen=True)
@@ -42,13 +46,13 @@ def _roles_rules() -> list[Rule]:
         ))
         out.append(Rule(
             cel=(f"!(has(self.{role}.tuning.asyncScheduling) && self.{role}.tuning.asyncScheduling"
-                 f" && self.engine.vllmVersion in {_cel_list(UNSAFE_ASYNC_VERSIONS)})"),
+                 f" && self.engine.vllmVersion in {_cel_list(UNSAFE_ASYNC_SPELLINGS)})"),
             field=f".{role}.tuning.asyncScheduling",
             message=("async scheduling needs an engine with vLLM PRs #45357 and #48481 (P/D + hybrid KV races; "
                      f"without them accuracy collapses); engine versions {', '.join(UNSAFE_ASYNC_VERSIONS)} lack them: "
                      "remove asyncScheduling or use engine.vllmVersion 0.33.0"),
             check=lambda s, r=role: not (getattr(s, r).tuning.async_scheduling
-                                         and s.engine.vllm_version.lstrip("v") in UNSAFE_ASYNC_VERSIONS),
+                                         and s.engine.vllm_version in UNSAFE_ASYNC_SPELLINGS),
         ))
     return out
 
@@ -73,12 +77,12 @@ SPEC_RULES: list[Rule] = [
         check=lambda s: s.prefill.tuning.mamba_ssm_cache_dtype == s.decode.tuning.mamba_ssm_cache_dtype,
     ),
     Rule(
-        cel=(f"!has(self.kvTransfer.sideChannelHost) || !(self.kvTransfer.sideChannelHost in {_cel_list(LOOPBACK_HOSTS)}"
-             " || self.kvTransfer.sideChannelHost.startsWith('127.'))"),
+        cel=("!has(self.kvTransfer.sideChannelHost) || !(self.kvTransfer.sideChannelHost.lowerAscii() in "
+             f"{_cel_list(LOOPBACK_HOSTS)} || self.kvTransfer.sideChannelHost.startsWith('127.'))"),
         field=".kvTransfer.sideChannelHost",
         message="sideChannelHost must be an address peers can reach, not 0.0.0.0 or a loopback name: decode would dial itself; remove it to use the pod IP",
         check=lambda s: s.kv_transfer.side_channel_host is None
-        or not (s.kv_transfer.side_channel_host in LOOPBACK_HOSTS or s.kv_transfer.side_channel_host.startswith("127.")),
+        or not (s.kv_transfer.side_channel_host.lower() in LOOPBACK_HOSTS or s.kv_transfer.side_channel_host.startswith("127.")),
     ),
     Rule(
         cel="self.ports.dataParallelRpc != self.ports.http",

@@ -39,22 +39,23 @@ class ModelSourceSpec(ApiModel):
 
 
 class ArchitectureSpec(ApiModel):
-    """config.json numbers of a model the catalog lacks (names as in config.json, camelCased)."""
+    """config.json numbers of a model the catalog lacks (names as in config.json, camelCased). With a
+    catalog name alone, the catalog's numbers; numbers given next to a catalog name override them."""
 
-    name: str = Field(min_length=1, description="Architecture name; a catalog name uses the catalog's numbers.")
+    name: str = Field(min_length=1, description="Architecture name; a catalog name uses the catalog's numbers (any number given here overrides).")
     vllm_class: str = Field("Qwen3_5MoeForConditionalGeneration", description="vLLM model class (config.json architectures[0]).")
-    num_hidden_layers: int = Field(ge=1, description="config.json num_hidden_layers.")
+    num_hidden_layers: int | None = Field(None, ge=1, description="config.json num_hidden_layers. Required unless name is a catalog architecture.")
     full_attention_interval: int = Field(4, ge=1, description="config.json full_attention_interval: layer i is full attention iff (i+1) % interval == 0.")
-    num_attention_heads: int = Field(ge=1, description="config.json num_attention_heads.")
-    num_key_value_heads: int = Field(ge=1, description="config.json num_key_value_heads.")
+    num_attention_heads: int | None = Field(None, ge=1, description="config.json num_attention_heads. Required unless name is a catalog architecture.")
+    num_key_value_heads: int | None = Field(None, ge=1, description="config.json num_key_value_heads. Required unless name is a catalog architecture.")
     head_dim: int = Field(256, ge=1, description="config.json head_dim.")
-    linear_num_key_heads: int = Field(ge=1, description="config.json linear_num_key_heads (Gated DeltaNet).")
-    linear_num_value_heads: int = Field(ge=1, description="config.json linear_num_value_heads.")
+    linear_num_key_heads: int | None = Field(None, ge=1, description="config.json linear_num_key_heads (Gated DeltaNet). Required unless name is a catalog architecture.")
+    linear_num_value_heads: int | None = Field(None, ge=1, description="config.json linear_num_value_heads. Required unless name is a catalog architecture.")
     linear_key_head_dim: int = Field(128, ge=1, description="config.json linear_key_head_dim.")
     linear_value_head_dim: int = Field(128, ge=1, description="config.json linear_value_head_dim.")
     linear_conv_kernel_dim: int = Field(4, ge=2, description="config.json linear_conv_kernel_dim.")
-    hidden_size: int = Field(ge=1, description="config.json hidden_size.")
-    vocab_size: int = Field(ge=1, description="config.json vocab_size.")
+    hidden_size: int | None = Field(None, ge=1, description="config.json hidden_size. Required unless name is a catalog architecture.")
+    vocab_size: int | None = Field(None, ge=1, description="config.json vocab_size. Required unless name is a catalog architecture.")
     num_experts: int = Field(0, ge=0, description="config.json num_experts (0 for dense).")
     num_experts_per_tok: int = Field(0, ge=0, description="config.json num_experts_per_tok.")
     moe_intermediate_size: int = Field(0, ge=0, description="config.json moe_intermediate_size.")
@@ -108,7 +109,7 @@ class RoleTuning(ApiModel):
     max_num_seqs: int | None = Field(None, ge=1, description="--max-num-seqs per DP rank. Default: decode max(engine default, capture size).")
     max_cudagraph_capture_size: int | None = Field(None, ge=1, description="--max-cudagraph-capture-size. Default (decode): ceil(concurrency / decode DP ranks) + 128 on vLLM's capture grid, at least 512.")
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1, description="--gpu-memory-utilization. Default: the engine's (0.92 on 0.33).")
-    all2all_backend: str | None = Field(None, description="--all2all-backend for expert parallel (engine default allgather_reducescatter).")
+    all2all_backend: str | None = Field(None, alias="all2allBackend", description="--all2all-backend for expert parallel (engine default allgather_reducescatter).")
 
 
 def _role_tuning_default() -> RoleTuning:

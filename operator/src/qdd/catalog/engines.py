@@ -98,7 +98,7 @@ class UnknownEngineError(LookupError):
 
 def engine_profile(version: str) -> EngineProfile:
     """Profile for a vLLM version string (``0.33.0``, ``v0.33.0``). Raises :class:`UnknownEngineError`."""
-    v = version.lstrip("v")
+    v = version.removeprefix("v")
     if v in ENGINE_PROFILES:
         return ENGINE_PROFILES[v]
     raise UnknownEngineError(

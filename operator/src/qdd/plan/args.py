@@ -40,7 +40,16 @@ OWNED_FLAGS: dict[str, str] = {
     "all2all-backend": "tuning.all2allBackend",
     "kv-transfer-config": "spec.kvTransfer",
     "generation-config": "(owned: 'vllm', the seed's sampling defaults)",
+    "model": "spec.model.name",
+    "config": "(a config file could set any flag qdd owns, unchecked; pass its flags in extraArgs)",
 }
+SHORT_FLAGS: dict[str, str] = {
+    "-tp": "tensor-parallel-size", "-dp": "data-parallel-size", "-dpn": "data-parallel-rank",
+    "-dpr": "data-parallel-start-rank", "-dpl": "data-parallel-size-local", "-dpa": "data-parallel-address",
+    "-dpp": "data-parallel-rpc-port", "-dph": "data-parallel-hybrid-lb", "-dpe": "data-parallel-external-lb",
+    "-ep": "enable-expert-parallel", "-asc": "api-server-count",
+}
+"""vLLM's short aliases of owned flags (vllm/engine/arg_utils.py, vllm/entrypoints/openai/cli_args.py)."""
 OWNED_ENV: dict[str, str] = {
     "VLLM_NIXL_SIDE_CHANNEL_HOST": "spec.kvTransfer.sideChannelHost",
     "VLLM_NIXL_SIDE_CHANNEL_PORT": "spec.kvTransfer.sideChannelPort",
@@ -49,31 +58,60 @@ OWNED_ENV: dict[str, str] = {
     "UCX_CUDA_IPC_ENABLE_MNNVL": "spec.kvTransfer.ucx.mnnvl",
     "UCX_MEMTYPE_CACHE": "spec.kvTransfer.ucx.memtypeCache",
     "HF_TOKEN": "spec.model.source.huggingFace.tokenSecretRef",
+    "HF_HOME": "spec.model.source.huggingFace.cachePvc",
+    "VLLM_LOGGING_COLOR": "(owned: qdd renders 0)",
 }
 
 
-def _flag_name(arg: str) -> str | None:
-    if not arg.startswith("--"):
+def owned_flag(arg: str) -> str | None:
+    """The flag qdd owns that one argv element would set in vLLM's parser, or None.
+
+    Sees through ``--no-X``, ``--x_y`` spellings, ``--flag=value``, a flag and its value joined by
+    a space, vLLM's short aliases (``-tp``), dotted sub-keys (``--kv-transfer-config.kv_role``)
+    and argparse's prefix abbreviations (``--max-num-seq``; vLLM's parser allows them)."""
+    token = arg.strip().split(None, 1)[0].split("=", 1)[0] if arg.strip() else ""
+    if token in SHORT_FLAGS:
+        return SHORT_FLAGS[token]
+    if not token.startswith("--"):
         return None
-    name = arg[2:].split("=", 1)[0].replace("_", "-")
-    return name[3:] if name.startswith("no-") else name
+    root = token[2:].replace("_", "-").split(".", 1)[0]
+    for name in (root, root[3:] if root.startswith("no-") else ""):
+        if name in OWNED_FLAGS:
+            return name
+        if len(name) >= 4:
+            prefixed = sorted(f for f in OWNED_FLAGS if f.startswith(name))
+            if prefixed:
+                return prefixed[0]
+    return None
 
 
 def check_extra(role: str, spec: RoleSpec) -> list[FieldError]:
     """extraArgs/extraEnv may add to what qdd renders, never contradict it."""
     errors = []
     for i, arg in enumerate(spec.extra_args):
-        flag = _flag_name(arg)
-        if flag in OWNED_FLAGS:
+        flag = owned_flag(arg)
+        if flag is not None:
             where = OWNED_FLAGS[flag]
             fix = f"set spec.{role}.{where} instead" if where.startswith(("tuning", "topology")) else (
                 f"set {where} instead" if where.startswith("spec") else f"remove it {where}")
-            errors.append(FieldError(f"spec.{role}.extraArgs[{i}]", f"--{flag} is owned by qdd; {fix}"))
+            given = arg.split()[0].split("=", 1)[0]
+            what = f"--{flag} is" if given.lstrip("-").replace("_", "-").removeprefix("no-") == flag else (
+                f"{given} sets --{flag}, which is")
+            errors.append(FieldError(f"spec.{role}.extraArgs[{i}]", f"{what} owned by qdd; {fix}"))
+        elif arg.startswith("-") and len(arg.split("=", 1)[0].split()) > 1:
+            errors.append(FieldError(f"spec.{role}.extraArgs[{i}]", f"{arg!r} is one argv element: give the flag and "
+                                                                     "its value as two list items"))
+    seen: set[str] = set()
     for i, env in enumerate(spec.extra_env):
         if env.name in OWNED_ENV:
             where = OWNED_ENV[env.name]
             fix = f"set {where} instead" if where.startswith("spec") else f"remove it {where}"
             errors.append(FieldError(f"spec.{role}.extraEnv[{i}].name", f"{env.name} is owned by qdd; {fix}"))
+        elif env.name in seen:
+            errors.append(FieldError(f"spec.{role}.extraEnv[{i}].name", f"{env.name} is given twice"))
+        if env.value is not None and env.value_from is not None:
+            errors.append(FieldError(f"spec.{role}.extraEnv[{i}]", "set value or valueFrom, not both"))
+        seen.add(env.name)
     return errors
 
 

@@ -3,6 +3,8 @@ the field is checked here; all problems are returned at once as a :class:`SpecEr
 
 from __future__ import annotations
 
+import dataclasses
+
 from .. import names
 from ..api import Resource
 from ..api.spec import QwenDisaggDeploymentSpec, RoleSpec
@@ -19,14 +21,23 @@ MODEL_MOUNT = "/models"
 
 
 def _inline_architecture(spec: QwenDisaggDeploymentSpec) -> Architecture | None:
+    """spec.model.architecture as an :class:`Architecture`: a catalog name with any numbers given next
+    to it overriding the catalog's, or a new architecture whose required numbers must all be given."""
     a = spec.model.architecture
     if a is None:
         return None
     from ..catalog import ARCHITECTURES
 
-    if a.name in ARCHITECTURES and not a.model_fields_set - {"name"}:
-        return ARCHITECTURES[a.name]
-    return Architecture(**a.model_dump(exclude={"name", "vllm_class"}), name=a.name, vllm_class=a.vllm_class)
+    given = {k: v for k, v in a.model_dump(exclude={"name"}).items() if k in a.model_fields_set}
+    base = ARCHITECTURES.get(a.name) or {k.lower(): v for k, v in ARCHITECTURES.items()}.get(a.name.lower())
+    if base is not None:
+        return dataclasses.replace(base, **given)
+    missing = [f.alias for k, f in type(a).model_fields.items() if k != "name" and getattr(a, k) is None]
+    if missing:
+        raise SpecError([FieldError(f"spec.model.architecture.{m}",
+                                    f"required: {a.name!r} is not a catalog architecture "
+                                    f"(catalog: {', '.join(sorted(ARCHITECTURES))})") for m in missing])
+    return Architecture(**a.model_dump(exclude={"name"}), name=a.name)
 
 
 def _layout(role: str, rs: RoleSpec, gpus_per_node: int) -> tuple[int, int, list[FieldError]]:
@@ -35,7 +46,12 @@ def _layout(role: str, rs: RoleSpec, gpus_per_node: int) -> tuple[int, int, list
     gpus = t.data_parallel * t.tensor_parallel
     if gpus <= gpus_per_node:
         return 1, gpus, []
-    if gpus % gpus_per_node or gpus_per_node % t.tensor_parallel:
+    if gpus_per_node % t.tensor_parallel:
+        return 1, gpus, [FieldError(
+            f"spec.{role}.topology.tensorParallel",
+            f"an endpoint of {gpus} GPUs spans nodes of {gpus_per_node} GPUs, and tensorParallel {t.tensor_parallel} "
+            f"does not divide {gpus_per_node}: a TP group cannot span nodes; use a divisor of {gpus_per_node}")]
+    if gpus % gpus_per_node:
         return 1, gpus, [FieldError(
             f"spec.{role}.topology.dataParallel",
             f"an endpoint of {gpus} GPUs (dataParallel {t.data_parallel} × tensorParallel {t.tensor_parallel}) spans "

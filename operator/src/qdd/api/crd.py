@@ -73,9 +73,10 @@ def openapi_schema() -> dict[str, Any]:
         "description": "A prefill/decode disaggregated vLLM deployment of a Qwen3.5 model.",
         "required": ["spec"],
         "properties": {
-            "apiVersion": {"type": "string"},
-            "kind": {"type": "string"},
-            "metadata": {"type": "object"},
+            "apiVersion": {"type": "string", "description": "Versioned schema of this object: qdd.dev/v1alpha1."},
+            "kind": {"type": "string", "description": "REST resource this object represents: QwenDisaggDeployment."},
+            "metadata": {"type": "object", "description": "Standard object metadata; name is at most 40 characters "
+                                                          "(child object names are built from it)."},
             "spec": spec,
             "status": status,
         },

@@ -126,7 +126,8 @@ def _role(plan_name: str, namespace: str, role: str, spec: QwenDisaggDeploymentS
             tail += [flag, str(value)]
     if tu.gpu_memory_utilization is not None:
         tail += ["--gpu-memory-utilization", str(tu.gpu_memory_utilization)]
-    if tu.gdn_prefill_backend:
+    if tu.gdn_prefill_backend and tu.gdn_prefill_backend != "auto":
+        # vLLM 0.33 has no 'auto' choice (docs/vllm-0.33-facts.md): auto is the flag left out.
         tail += ["--gdn-prefill-backend", tu.gdn_prefill_backend]
     if tu.all2all_backend:
         tail += ["--all2all-backend", tu.all2all_backend]

@@ -1,0 +1,85 @@
+"""extraArgs/extraEnv may add to what qdd renders, never contradict it (qdd.plan.args)."""
+
+from __future__ import annotations
+
+import pytest
+
+from qdd.errors import SpecError
+from qdd.plan.args import OWNED_FLAGS, owned_flag
+
+from .helpers import plan_of
+
+
+@pytest.mark.parametrize(("arg", "owned"), [
+    ("--max-num-seqs", "max-num-seqs"), ("--max-num-seqs=5", "max-num-seqs"), ("--max_num_seqs", "max-num-seqs"),
+    ("--no-async-scheduling", "async-scheduling"), ("--enable-prefix-caching", "enable-prefix-caching"),
+    ("--data-parallel-rank 3", "data-parallel-rank"), ("-tp", "tensor-parallel-size"), ("-dpl=4", "data-parallel-size-local"),
+    ("-dpn", "data-parallel-rank"), ("-dpr", "data-parallel-start-rank"), ("-asc", "api-server-count"),
+    ("--kv-transfer-config.kv_role", "kv-transfer-config"), ("--max-num-seq", "max-num-seqs"),
+    ("--headless", "headless"), ("--model", "model"), ("--config", "config"), ("--port=9000", "port"),
+    ("--all2all", "all2all-backend"),
+])
+def test_owned_flags_are_seen_through_every_spelling(arg, owned):
+    assert owned_flag(arg) == owned
+
+
+@pytest.mark.parametrize("arg", ["--enable-eplb", "--max-model-len", "-pp", "--dp", "3", "",
+                                 '{"max_cudagraph_capture_size": 64}', "--eplb-config.window_size", "--no-enable-eplb"])
+def test_other_arguments_are_not_owned(arg):
+    assert owned_flag(arg) is None
+
+
+def test_every_owned_flag_says_what_to_set_instead():
+    assert all(w.startswith(("spec.", "tuning.", "topology.", "(")) for w in OWNED_FLAGS.values())
+
+
+def _errors(cr) -> list[tuple[str, str]]:
+    with pytest.raises(SpecError) as e:
+        plan_of(cr)
+    return [(x.field, x.message) for x in e.value.errors]
+
+
+def test_owned_flag_error_points_to_the_field(seed_cr):
+    seed_cr["spec"]["decode"]["extraArgs"] = ["--enable-eplb", "--max-num-seqs=5", "-dp", "4"]
+    assert _errors(seed_cr) == [
+        ("spec.decode.extraArgs[1]", "--max-num-seqs is owned by qdd; set spec.decode.tuning.maxNumSeqs instead"),
+        ("spec.decode.extraArgs[2]", "-dp sets --data-parallel-size, which is owned by qdd; "
+                                     "set spec.decode.topology.dataParallel instead")]
+
+
+def test_flag_and_value_in_one_element_is_refused(seed_cr):
+    seed_cr["spec"]["prefill"]["extraArgs"] = ["--max-model-len 10240"]
+    [(field, msg)] = _errors(seed_cr)
+    assert field == "spec.prefill.extraArgs[0]" and "two list items" in msg
+
+
+@pytest.mark.parametrize(("env", "field"), [
+    ([{"name": "VLLM_SSM_CONV_STATE_LAYOUT", "value": "SD"}], "spec.prefill.extraEnv[0].name"),
+    ([{"name": "VLLM_LOGGING_COLOR", "value": "1"}], "spec.prefill.extraEnv[0].name"),
+    ([{"name": "UCX_TLS", "value": "tcp"}], "spec.prefill.extraEnv[0].name"),
+    ([{"name": "A", "value": "1"}, {"name": "A", "value": "2"}], "spec.prefill.extraEnv[1].name"),
+    ([{"name": "A", "value": "1", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}], "spec.prefill.extraEnv[0]"),
+])
+def test_extra_env_that_would_contradict_or_duplicate_is_refused(seed_cr, env, field):
+    seed_cr["spec"]["prefill"]["extraEnv"] = env
+    assert [f for f, _ in _errors(seed_cr)] == [field]
+
+
+def test_extra_args_and_env_are_appended_in_order(seed_cr):
+    seed_cr["spec"]["prefill"]["extraArgs"] = ["--enable-eplb", "--max-model-len", "10240"]
+    seed_cr["spec"]["prefill"]["extraEnv"] = [{"name": "NCCL_DEBUG", "value": "WARN"},
+                                              {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+    pod = plan_of(seed_cr).prefill.pods[0]
+    assert pod.argv[-3:] == ("--enable-eplb", "--max-model-len", "10240")
+    assert [e.to_k8s() for e in pod.env[-2:]] == [
+        {"name": "NCCL_DEBUG", "value": "WARN"},
+        {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+    assert len({e.name for e in pod.env}) == len(pod.env)
+
+
+def test_gdn_prefill_backend_auto_is_the_flag_left_out(seed_cr):
+    """vLLM 0.33's parser has no 'auto' choice for --gdn-prefill-backend (it exits 2 on it)."""
+    seed_cr["spec"]["prefill"]["tuning"] = {"gdnPrefillBackend": "auto"}
+    assert "--gdn-prefill-backend" not in plan_of(seed_cr).prefill.pods[0].argv
+    seed_cr["spec"]["prefill"]["tuning"] = {"gdnPrefillBackend": "flashinfer"}
+    assert plan_of(seed_cr).prefill.pods[0].argv[-4:-2] == ("--gdn-prefill-backend", "flashinfer")

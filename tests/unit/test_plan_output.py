@@ -1,0 +1,75 @@
+"""`qdd plan` for people (table) and machines (-o json): the seed's predicted decode capacity with its
+assumptions and the numbers behind it."""
+
+from __future__ import annotations
+
+import json
+from contextlib import redirect_stdout
+from io import StringIO
+
+import pytest
+
+from qdd import cli
+
+from ..conftest import EXAMPLES
+
+SEED = EXAMPLES / "qwen35-397b-4xdep2-1xdep8-cc5120.yaml"
+
+
+@pytest.fixture(scope="module")
+def plan_json() -> dict:
+    buf = StringIO()
+    with redirect_stdout(buf):
+        cli.main(["plan", "-o", "json", "-f", str(SEED)])
+    return json.loads(buf.getvalue())
+
+
+def test_json_has_the_predicted_capacity_and_rank_budget(plan_json):
+    dc = plan_json["decodeCapacity"]
+    rank, cache = dc["rank"], dc["cache"]
+    assert dc["target"] == 5120 and dc["perEndpoint"] == dc["predicted"]
+    assert rank["hbmBytes"] == 189_471 * 2**20 and rank["gpuMemoryUtilization"] == 0.92
+    assert rank["usableBytes"] == int(rank["hbmBytes"] * 0.92)
+    assert rank["kvCacheBytes"] == (rank["usableBytes"] - rank["weightBytes"] - rank["activationBytes"]
+                                    - rank["cudaGraphBytes"] - rank["nonTorchBytes"])
+    assert round(rank["weightBytes"] / 1e9, 1) == 46.8
+    assert cache == {"kvCacheDtype": "fp8", "kvBytesPerToken": 15_360, "gdnStateBytesPerRequest": 97_689_600,
+                     "blockSize": 2_128, "pageBytes": 2_179_072, "layersPerGroup": 15, "attentionGroups": 1,
+                     "gdnGroups": 3}
+    assert dc["meanResidentTokens"] == 7835.5
+    assert dc["predicted"] == 8 * (rank["kvCacheBytes"] // dc["requestBytes"])
+
+
+def test_seed_prediction_is_near_where_the_seed_ran_out(plan_json):
+    """The seed ran out of decode KV just above 5,120 on one DEP8 (a calibration point, not an input):
+    the prediction must be within the model's stated tolerance of it, and 5120 is planned with a warning."""
+    dc = plan_json["decodeCapacity"]
+    assert abs(dc["predicted"] - 5120) <= dc["tolerance"] * 5120
+    assert dc["endpointsNeeded"] == (1 if dc["predicted"] >= 5120 else 2)
+    assert len(plan_json["warnings"]) == (0 if dc["predicted"] >= 5120 else 1)
+
+
+def test_json_roles(plan_json):
+    p, d = plan_json["prefill"], plan_json["decode"]
+    assert (p["topology"], p["endpoints"], p["gpus"], p["maxNumBatchedTokens"]) == ("DEP2", 4, 8, 16384)
+    assert (d["topology"], d["podsPerEndpoint"], d["maxCudagraphCaptureSize"], d["maxNumSeqs"]) == ("DEP8", 2, 768, 1024)
+    assert [pod["dpRanks"] for pod in d["pods"]] == [[0, 3], [4, 7]]
+    assert d["pods"][1]["sideChannelPorts"] == [5604, 5605, 5606, 5607]
+    assert plan_json["gpus"] == 16 and plan_json["minNodes"] == 4
+
+
+def test_table_prints_capacity_with_its_assumptions(plan_json, capsys):
+    cli.main(["plan", "-f", str(SEED)])
+    out = capsys.readouterr().out
+    predicted = plan_json["decodeCapacity"]["predicted"]
+    assert f"Decode capacity (predicted): {predicted:,} concurrent requests (1 x DEP8" in out
+    assert "target 5,120" in out
+    assert "KV fp8 15,360 B/token; GDN state 93.2 MiB/request (SSM bfloat16)" in out
+    assert "hybrid block 2,128 tokens" in out and "1 attention + 3 GDN groups x 15 layers" in out
+    assert "ISL 8192, OSL 1024, range ratio 0.8" in out
+    assert "assumptions:" in out and "estimates" in out and "+/-20% tolerance" in out
+    assert "weights 46.8" in out
+    lines = out.splitlines()
+    assert lines[1].split() == ["ROLE", "ENDPOINTS", "TOPOLOGY", "PODS/EP", "GPUS/POD", "GPUS", "BATCHED-TOKENS",
+                                "MAX-SEQS", "CUDAGRAPH-MAX", "ASYNC", "KV-ROLE"]
+    assert lines[3].split() == ["decode", "1", "DEP8", "2", "4", "8", "16384", "1024", "768", "on", "kv_consumer"]

@@ -49,3 +49,27 @@ operator-start: venv
 
 operator-stop:
 	bash hack/operator.sh stop
+
+# --- container images (images/README.md): docker buildx, not runnable on the dev machines -------
+IMAGE_REGISTRY ?= qdd
+# --push for a multi-platform build; e.g. IMAGE_OUTPUT=--load with one platform to keep it local.
+IMAGE_OUTPUT ?= --push
+QDD_VERSION = $(shell sed -n 's/^version = "\(.*\)"/\1/p' operator/pyproject.toml)
+VLLM_ROUTER_VERSION = $(shell sed -n 's/^ARG VLLM_ROUTER_VERSION=//p' images/router/Dockerfile | head -1)
+vllm_pin = $(shell sed -n 's/^$(1)=//p' images/vllm/versions.env)
+VLLM_BUILD_ARGS = $(foreach k,VLLM_VERSION VLLM_COMMIT VLLM_SOURCE CUDA_VERSION UBUNTU_VERSION PYTHON_VERSION TORCH_VERSION FLASHINFER_VERSION NIXL_VERSION NIXL_META_VERSION TORCH_CUDA_ARCH_LIST,--build-arg $(k)=$(call vllm_pin,$(k)))
+
+.PHONY: images image-operator image-router image-vllm
+images: image-operator image-router image-vllm
+
+image-operator:
+	docker buildx build --platform linux/amd64,linux/arm64 -f images/operator/Dockerfile \
+	  --build-arg QDD_VERSION=$(QDD_VERSION) -t $(IMAGE_REGISTRY)/qdd-operator:$(QDD_VERSION) $(IMAGE_OUTPUT) operator
+
+image-router:
+	docker buildx build --platform linux/amd64,linux/arm64 -f images/router/Dockerfile \
+	  -t $(IMAGE_REGISTRY)/vllm-router:$(VLLM_ROUTER_VERSION) $(IMAGE_OUTPUT) images/router
+
+image-vllm:
+	docker buildx build --platform $(call vllm_pin,PLATFORMS) -f images/vllm/Dockerfile $(VLLM_BUILD_ARGS) \
+	  -t $(IMAGE_REGISTRY)/vllm:$(call vllm_pin,IMAGE_TAG) $(IMAGE_OUTPUT) images/vllm

@@ -18,9 +18,9 @@ state="$root/.qdd/clusters/$name"
 ctx="kwok-$name"
 log() { printf '[cluster-down %s] %s\n' "$name" "$*"; }
 
-mkdir -p "$root/.qdd/clusters"
-exec 9>"$root/.qdd/clusters/$name.lock"
-flock 9
+mkdir -p "$root/.qdd/locks"
+exec 9>"$root/.qdd/locks/cluster-$name.lock"
+if ! flock -w 600 9; then echo "cluster-down: timed out waiting for the lock of cluster $name" >&2; exit 1; fi
 
 # 1. The driver test double (its pid file says which process; never matched by name).
 pidf="$state/fake-compute-domain-driver.pid"
@@ -38,7 +38,7 @@ fi
 # 2. The control plane.
 if [ -d "$KWOK_WORKDIR/clusters/$name" ]; then
   if [ -x "$bin/kwokctl" ]; then
-    kwokctl delete cluster --name "$name" --kubeconfig "" || true
+    kwokctl delete cluster --name "$name" --kubeconfig "" 9>&- || true
   fi
   rm -rf "$KWOK_WORKDIR/clusters/$name"
   log "deleted cluster"

@@ -47,9 +47,11 @@ mkdir -p "$state" "$(dirname "$KUBECONFIG")"
 t0=$(date +%s%N)
 log() { local ms=$(( ($(date +%s%N) - t0) / 1000000 )); printf '[cluster-up %s %3d.%01ds] %s\n' "$name" $((ms / 1000)) $((ms % 1000 / 100)) "$*"; }
 
-# One cluster-up/cluster-down at a time per cluster.
-exec 9>"$root/.qdd/clusters/$name.lock"
-flock 9
+# One cluster-up/cluster-down at a time per cluster. Processes that outlive this script (the
+# control plane, the driver) are started with fd 9 closed, or they would hold the lock forever.
+mkdir -p "$root/.qdd/locks"
+exec 9>"$root/.qdd/locks/cluster-$name.lock"
+if ! flock -w 600 9; then echo "cluster-up: timed out waiting for the lock of cluster $name" >&2; exit 1; fi
 
 # --- tools -------------------------------------------------------------------------------------
 need_tools=0
@@ -86,7 +88,7 @@ create_cluster() {
     --kwok-controller-binary "$bin/kwok" \
     --etcd-binary "$bin/etcd" \
     --kubeconfig "" --quiet-pull --disable-qps-limits \
-    --wait 120s --timeout 5m
+    --wait 120s --timeout 5m 9>&-
 }
 
 if [ -d "$cluster_dir" ]; then
@@ -94,9 +96,9 @@ if [ -d "$cluster_dir" ]; then
     log "cluster already up"
   else
     log "cluster exists but does not serve: starting its components"
-    if ! "${offline_env[@]}" kwokctl start cluster --name "$name" --wait 120s --timeout 3m || ! api_ok; then
+    if ! "${offline_env[@]}" kwokctl start cluster --name "$name" --wait 120s --timeout 3m 9>&- || ! api_ok; then
       log "start failed: deleting and recreating"
-      kwokctl delete cluster --name "$name" --kubeconfig "" || rm -rf "$cluster_dir"
+      kwokctl delete cluster --name "$name" --kubeconfig "" 9>&- || rm -rf "$cluster_dir"
       create_cluster
     fi
   fi
@@ -160,7 +162,7 @@ if [ $running = 1 ]; then
   log "fake ComputeDomain driver (test double) already running, pid $pid"
 else
   seen=$(wc -l < "$dlog" 2>/dev/null || echo 0)
-  setsid "$py" -u hack/fake_compute_domain_driver.py --kubeconfig "$cluster_kc" >> "$dlog" 2>&1 < /dev/null &
+  setsid "$py" -u hack/fake_compute_domain_driver.py --kubeconfig "$cluster_kc" >> "$dlog" 2>&1 < /dev/null 9>&- &
   pid=$!
   echo "$pid" > "$pidf"
   for _ in $(seq 1 100); do

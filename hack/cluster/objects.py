@@ -59,16 +59,8 @@ def _node(name: str, labels: dict, capacity: dict, allocatable: dict) -> dict:
             },
         },
         "spec": {},
-        "status": {
-            "capacity": capacity,
-            "allocatable": allocatable,
-            "nodeInfo": {
-                "architecture": labels["kubernetes.io/arch"],
-                "operatingSystem": "linux",
-                "kubeletVersion": "fake",
-                "kubeProxyVersion": "fake",
-            },
-        },
+        # kwok fills in conditions, addresses, nodeInfo and keeps capacity/allocatable.
+        "status": {"capacity": capacity, "allocatable": allocatable},
     }
 
 

@@ -49,6 +49,8 @@ ARGVS = {
                     '{"kv_connector":"NixlConnector","kv_role":"kv_decoder"}'],
     "bad-gdn-backend": [MODEL, "--gdn-prefill-backend", "auto"],
     "headless-with-api-servers": [MODEL, *DECODE_DP, "--headless", "--api-server-count", "1"],
+    "headless-hybrid-lb": [MODEL, *DECODE_DP, "--headless", "--data-parallel-start-rank", "4",
+                           "--data-parallel-hybrid-lb"],
     "local-larger-than-global": [MODEL, "--data-parallel-size", "8",
                                  "--data-parallel-size-local", "16"],
 }
@@ -72,14 +74,15 @@ OPTIONS = [
 
 @pytest.fixture(scope="module")
 def res():
-    return check(ARGVS, ENV, options=OPTIONS)
+    # One checker run (one vLLM import, ~8 s) for the parse, launch, env, option and
+    # engine-config checks of the whole module.
+    return check(ARGVS, ENV, options=OPTIONS, engine_config=True)
 
 
 @pytest.fixture(scope="module")
-def engine():
-    # A second request (a second vLLM import): vLLM's config validation on a stand-in
-    # Qwen3.5-397B config on the CPU platform.
-    return check(ARGVS, ENV, options=OPTIONS, engine_config=True)["engine_config"]
+def engine(res):
+    # vLLM's config validation on a stand-in Qwen3.5-397B config on the CPU platform.
+    return res["engine_config"]
 
 
 def test_version_and_platform(res):
@@ -167,6 +170,9 @@ def test_cross_flag_error_of_vllm_serve(res):
     assert not r["ok"]
     assert r["stage"] == "launch"
     assert "--api-server-count=1 cannot be used with --headless" in r["error"]
+    r = res["argv"]["headless-hybrid-lb"]
+    assert not r["ok"] and r["stage"] == "launch"
+    assert "data_parallel_hybrid_lb is not applicable in headless mode" in r["error"]
 
 
 def test_env_names(res):
@@ -174,13 +180,23 @@ def test_env_names(res):
 
 
 def test_env_values_are_validated_by_vllm():
-    r = check({}, {"VLLM_SSM_CONV_STATE_LAYOUT": "DS", "VLLM_NIXL_SIDE_CHANNEL_PORT": "5600",
-                   "VLLM_LOGGING_COLOR": "0", "VLLM_NO_SUCH_THING": "1"})
+    r = check({}, {
+        "VLLM_SSM_CONV_STATE_LAYOUT": "DS",
+        "VLLM_NIXL_SIDE_CHANNEL_HOST": "10.0.0.1",
+        "VLLM_NIXL_SIDE_CHANNEL_PORT": "5600",
+        "VLLM_LOGGING_COLOR": "0",
+        "VLLM_KV_CACHE_LAYOUT": "hnd",  # choices are case-sensitive: HND
+        "VLLM_NO_SUCH_THING": "1",
+    })
     assert r["unknown_env"] == ["VLLM_NO_SUCH_THING"]
-    assert r["env_values"]["VLLM_SSM_CONV_STATE_LAYOUT"] == {"ok": True, "value": "DS"}
-    assert r["env_values"]["VLLM_NIXL_SIDE_CHANNEL_PORT"] == {"ok": True, "value": 5600}
-    bad = check({}, {"VLLM_SSM_CONV_STATE_LAYOUT": "ds"})["env_values"]
-    assert not bad["VLLM_SSM_CONV_STATE_LAYOUT"]["ok"]  # choices are case-sensitive
+    v = r["env_values"]
+    assert v["VLLM_SSM_CONV_STATE_LAYOUT"] == {"ok": True, "value": "DS"}
+    assert v["VLLM_NIXL_SIDE_CHANNEL_HOST"] == {"ok": True, "value": "10.0.0.1"}
+    assert v["VLLM_NIXL_SIDE_CHANNEL_PORT"] == {"ok": True, "value": 5600}
+    assert v["VLLM_LOGGING_COLOR"] == {"ok": True, "value": "0"}
+    assert not v["VLLM_KV_CACHE_LAYOUT"]["ok"]
+    assert "Invalid value 'hnd'" in v["VLLM_KV_CACHE_LAYOUT"]["error"]
+    assert "VLLM_NO_SUCH_THING" not in v
 
 
 def test_flag_facts(res):

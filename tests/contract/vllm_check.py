@@ -29,8 +29,10 @@ What is checked, in the order `vllm serve` does it (vllm/entrypoints/cli/main.py
   2. validate: ServeSubcommand.validate -> validate_parsed_serve_args.
   3. launch: ServeSubcommand.cmd with the launchers stubbed out (run_headless,
      run_multi_api_server, run_dp_supervisor, run_server/uvloop.run): catches its cross-flag
-     errors (--api-server-count with --headless, two DP load-balancing modes) and reports the
-     launch mode and the api_server_count vLLM would use.
+     errors (--api-server-count with --headless, two DP load-balancing modes, and
+     run_headless's --data-parallel-hybrid-lb check) and reports the launch mode
+     ("single_api_server", "multi_api_server", "headless", "dp_supervisor") and the
+     api_server_count vLLM would use.
   "args" is the parsed namespace after stage 1 (before cmd() mutates it), JSON-able. Values
   whose defaults come from the current platform (e.g. kv_transfer_config.kv_buffer_device,
   "cpu" here, "cuda" on a GPU node) reflect this CPU machine.
@@ -165,6 +167,9 @@ def main() -> int:
 
     req = json.load(sys.stdin)
 
+    # Without it vLLM finds no platform on a machine without GPUs ("Failed to infer device
+    # type" while building the parser): the CPU platform plugin keys on it.
+    os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
     import vllm
     import vllm.entrypoints.cli.serve as serve_mod
     import vllm.envs as envs
@@ -218,7 +223,14 @@ def main() -> int:
 
         return _noop()
 
-    serve_mod.run_headless = stub("headless")
+    def _run_headless(args, *a, **k):
+        # The one argv-only check of vllm/entrypoints/cli/serve.py:run_headless (the others
+        # follow create_engine_config; see engine_config).
+        if getattr(args, "data_parallel_hybrid_lb", False):
+            raise ValueError("data_parallel_hybrid_lb is not applicable in headless mode")
+        return stub("headless")(args)
+
+    serve_mod.run_headless = _run_headless
     serve_mod.run_multi_api_server = stub("multi_api_server")
     serve_mod.run_dp_supervisor = stub("dp_supervisor")
     serve_mod.run_server = _run_server
@@ -390,4 +402,7 @@ def _engine_configs(parsed, opts, records, reset_once_caches) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    rc = main()
+    sys.stderr.flush()
+    # Skip interpreter teardown (torch/vLLM atexit work costs 1-2 s); stdout is flushed.
+    os._exit(rc)

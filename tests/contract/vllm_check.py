@@ -58,6 +58,7 @@ import io
 import json
 import logging
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -398,6 +399,7 @@ def _engine_configs(parsed, opts, records, reset_once_caches) -> dict[str, Any]:
             res = {"ok": False, "error": f"{type(e).__name__}: {e}"}
         res["warnings"] = list(records.messages)
         out[aid] = res
+    shutil.rmtree(stand_in, ignore_errors=True)
     return out
 
 

@@ -161,7 +161,7 @@ fi
 if [ $running = 1 ]; then
   log "fake ComputeDomain driver (test double) already running, pid $pid"
 else
-  seen=$(wc -l < "$dlog" 2>/dev/null || echo 0)
+  seen=0; [ -f "$dlog" ] && seen=$(wc -l < "$dlog")
   setsid "$py" -u hack/fake_compute_domain_driver.py --kubeconfig "$cluster_kc" >> "$dlog" 2>&1 < /dev/null 9>&- &
   pid=$!
   echo "$pid" > "$pidf"

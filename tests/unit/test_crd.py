@@ -57,7 +57,8 @@ def test_every_property_has_a_description(version):
     missing = [f"{path}.{name}" for path, node in _nodes(schema) if isinstance(node, dict)
                and isinstance(node.get("properties"), dict) and path.split(".")[-1] != "properties"
                for name, prop in node["properties"].items() if not prop.get("description")]
-    assert missing == []
+    # The API server refuses a description on metadata (only name/generateName may be constrained).
+    assert missing == [".metadata"]
 
 
 def test_identity_and_short_name():

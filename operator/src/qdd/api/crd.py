@@ -75,8 +75,10 @@ def openapi_schema() -> dict[str, Any]:
         "properties": {
             "apiVersion": {"type": "string", "description": "Versioned schema of this object: qdd.dev/v1alpha1."},
             "kind": {"type": "string", "description": "REST resource this object represents: QwenDisaggDeployment."},
-            "metadata": {"type": "object", "description": "Standard object metadata; name is at most 40 characters "
-                                                          "(child object names are built from it)."},
+            # The API server allows only name/generateName constraints under metadata (no description).
+            "metadata": {"type": "object", "properties": {"name": {
+                "type": "string", "maxLength": 40,
+                "description": "At most 40 characters: child object names are built from it."}}},
             "spec": spec,
             "status": status,
         },

@@ -1,0 +1,78 @@
+"""The operator as a real process (`qdd run`) against the test cluster, for integration tests."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+from .conftest import LOGS, VENV_BIN, Kube
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class OperatorProcess:
+    def __init__(self, kube: Kube, resync_seconds: float = 5.0):
+        self.kube = kube
+        self.resync = resync_seconds
+        self.metrics_port = free_port()
+        self.liveness_port = free_port()
+        self.log_path: Path = LOGS / f"operator-{kube.cluster}.log"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        LOGS.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "a")
+        self.proc = subprocess.Popen(
+            [str(VENV_BIN / "qdd"), "run", "--metrics-port", str(self.metrics_port),
+             "--liveness-port", str(self.liveness_port), "--resync-seconds", str(self.resync)],
+            env=self.kube.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.kube.wait_for(self.live, timeout=60, interval=0.3, desc="operator liveness endpoint")
+
+    def live(self) -> bool:
+        assert self.proc is not None and self.proc.poll() is None, f"operator exited; see {self.log_path}"
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.liveness_port}/healthz", timeout=2) as r:
+                return r.status == 200
+        except OSError:
+            return False
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as r:
+            return r.read().decode()
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup, as when a node dies mid-reconcile."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+    def counter(self, name: str, **label_filter: str) -> float:
+        """Sum of a metric's samples whose labels include ``label_filter``."""
+        total = 0.0
+        for line in self.metrics().splitlines():
+            if not line.startswith(name) or line.startswith("#"):
+                continue
+            head, _, value = line.rpartition(" ")
+            if all(f'{k}="{v}"' in head for k, v in label_filter.items()):
+                total += float(value)
+        return total
+
+    def wait_idle(self, seconds: float = 1.0) -> None:
+        time.sleep(seconds)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -245,8 +246,11 @@ def test_capacity_impossible_cr_reports_numbers(kube, operator, namespace):
     ready = condition(obj, "Ready")
     assert ready["status"] == "False"
     assert "spec.workload.concurrency" in ready["message"]
-    assert "20000 concurrent requests exceed the predicted decode capacity of 4344" in ready["message"]
-    assert "decode endpoints" in ready["message"]
+    m = re.search(r"20000 concurrent requests exceed the predicted decode capacity of (\d+) .* "
+                  r"it needs (\d+) decode endpoints \((\d+) decode GPUs\)", ready["message"])
+    assert m, ready["message"]
+    capacity, endpoints, gpus = map(int, m.groups())
+    assert 3000 < capacity < 6000 and endpoints == -(-20000 // capacity) and gpus == 8 * endpoints
     assert condition(obj, "PlanValid")["status"] == "False" and condition(obj, "Stalled")["status"] == "True"
     assert not pods(kube, name, namespace), "nothing may be applied for an invalid spec"
     events = kube.get("events", namespace=namespace)["items"]

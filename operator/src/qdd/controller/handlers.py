@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import Any
 
@@ -18,8 +19,12 @@ IGNORED_FIELDS = ["metadata.annotations", "metadata.labels", "status"]
 
 def register(reconciler_factory: Any, resync_seconds: float) -> None:
     """Register the handlers. ``reconciler_factory()`` builds the :class:`Reconciler` at startup
-    (after kopf has its event loop, before any handler runs)."""
-    state: dict[str, Reconciler] = {}
+    (after kopf has its event loop, before any handler runs).
+
+    The periodic resync is our own thread, not a kopf timer: kopf puts a finalizer on every
+    object that has a timer, and a finalizer makes deletion hang whenever the operator is down."""
+    state: dict[str, Any] = {}
+    stop = threading.Event()
 
     @kopf.on.startup()
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
@@ -35,6 +40,28 @@ def register(reconciler_factory: Any, resync_seconds: float) -> None:
         settings.execution.max_workers = 4
         settings.posting.level = logging.WARNING
         state["r"] = reconciler_factory()
+        state["resync"] = threading.Thread(target=_resync_loop, name="qdd-resync", daemon=True)
+        state["resync"].start()
+
+    def _resync_loop() -> None:
+        log = logging.getLogger("qdd.resync")
+        while not stop.wait(resync_seconds):
+            r: Reconciler = state["r"]
+            try:
+                keys = r.kube.list_crs(r.namespaces)
+            except Exception as e:  # API hiccup: try again next period
+                log.warning("resync: cannot list QwenDisaggDeployments: %s", e)
+                continue
+            for namespace, name in keys:
+                try:
+                    r.reconcile(namespace, name)
+                except Exception:
+                    log.exception("resync of %s/%s failed", namespace, name)
+            r.last_pass = time.monotonic()
+
+    @kopf.on.cleanup()
+    def shutdown(**_: Any) -> None:
+        stop.set()
 
     def reconcile(namespace: str | None, name: str | None) -> None:
         if namespace and name:
@@ -50,10 +77,6 @@ def register(reconciler_factory: Any, resync_seconds: float) -> None:
     def on_delete(namespace: str, name: str, **_: Any) -> None:
         state["r"].forget(namespace, name)
 
-    @kopf.timer(*CR, interval=resync_seconds, initial_delay=resync_seconds)
-    def resync(namespace: str, name: str, **_: Any) -> None:
-        reconcile(namespace, name)
-
     present = {labels.DEPLOYMENT: kopf.PRESENT}
 
     @kopf.on.event("", "v1", "pods", labels=present)
@@ -65,5 +88,7 @@ def register(reconciler_factory: Any, resync_seconds: float) -> None:
 
     @kopf.on.probe(id="reconcileAgeSeconds")
     def reconcile_age(**_: Any) -> float:
-        r = state.get("r")
+        r, t = state.get("r"), state.get("resync")
+        if t is not None and not t.is_alive():
+            raise RuntimeError("the resync thread is dead")  # kopf answers the liveness probe with 500
         return round(time.monotonic() - r.last_pass, 1) if r else -1.0

@@ -50,6 +50,12 @@ class Kube:
         except NotFoundError:
             return None
 
+    def list_crs(self, namespaces: list[str]) -> list[tuple[str, str]]:
+        """(namespace, name) of every QwenDisaggDeployment in ``namespaces`` (all when empty)."""
+        res = self._resource(f"{labels.GROUP}/{labels.VERSION}", labels.KIND)
+        lists = [res.get(namespace=ns) for ns in namespaces] if namespaces else [res.get()]
+        return sorted((i.metadata.namespace, i.metadata.name) for lst in lists for i in lst.items)
+
     def list_children(self, namespace: str, cr: str) -> list[dict[str, Any]]:
         out = []
         for api_version, kind in MANAGED_KINDS:

@@ -19,7 +19,7 @@ def run(namespaces: list[str] | None, metrics_port: int, liveness_port: int, res
     # Per-event handler success lines from kopf drown the useful ones; keep its warnings.
     logging.getLogger("kopf.objects").setLevel(os.environ.get("QDD_KOPF_LOG_LEVEL", "WARNING"))
     start_http_server(metrics_port)
-    register(lambda: Reconciler(Kube()), resync_seconds)
+    register(lambda: Reconciler(Kube(), namespaces), resync_seconds)
     kopf.run(
         standalone=True,
         namespaces=namespaces or (),

@@ -38,8 +38,9 @@ def _cond(status: dict[str, Any] | None, ctype: str) -> dict[str, Any]:
 
 
 class Reconciler:
-    def __init__(self, kube: Kube):
+    def __init__(self, kube: Kube, namespaces: list[str] | None = None):
         self.kube = kube
+        self.namespaces = namespaces or []
         self._guard = threading.Lock()
         self._running: set[tuple[str, str]] = set()
         self._pending: set[tuple[str, str]] = set()

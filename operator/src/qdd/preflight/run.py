@@ -1,0 +1,127 @@
+"""``fetch``: capture UCX's output, measure each variant, compose and judge the one JSON result."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+import time
+import traceback
+from typing import Any
+
+from .result import compact
+from .ucx import ENV_DEFAULTS, OutputCapture, parse
+from .verdict import Thresholds, verdict
+
+
+def _variants(args: argparse.Namespace) -> list[Any]:
+    from .fetch import Variant
+    from .wire import AgentOptions
+
+    if args.variants:
+        text = args.variants
+        if text.startswith("@"):
+            with open(text[1:]) as fh:
+                text = fh.read()
+        return [Variant.from_json(d) for d in json.loads(text)]
+    return [Variant(op=args.op, streams=args.streams, bulk_chunks=args.bulk_chunks,
+                    agent=AgentOptions(num_threads=args.num_threads, split_batch_size=args.split_batch_size,
+                                       num_workers=args.num_workers))]
+
+
+def _versions() -> dict[str, str]:
+    from importlib import metadata
+
+    out = {}
+    for dist in ("nixl", "nixl-cu13", "nixl-cu12", "torch"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def _headline(primary: dict[str, Any], name: str, key: str) -> Any:
+    m = primary.get(name) or {}
+    return m.get(key)
+
+
+def run_fetch(args: argparse.Namespace, log: Any) -> int:
+    for k, v in ENV_DEFAULTS.items():
+        os.environ.setdefault(k, v)
+    cap = OutputCapture(args.ucx_log)
+    started = time.time()
+    result: dict[str, Any] = {"pass": False, "reason": None, "message": None, "error": None}
+    variants_out: list[dict[str, Any]] = []
+    cfg: dict[str, Any] = {"host": socket.gethostname(), "server": f"{args.server_host}:{args.server_port}",
+                           "requests": args.requests, "bulk_bytes": args.bulk_bytes, "warmup": args.warmup,
+                           "reps": args.reps, "device": args.device, "gpu": args.gpu,
+                           "env": {k: v for k, v in sorted(os.environ.items())
+                                   if k.startswith(("UCX_", "NIXL_", "CUDA_VISIBLE", "VLLM_NIXL"))}}
+    try:
+        from .fetch import Fetcher, peer_copy, resolve
+        from .layout import TransferLayout
+
+        layout = TransferLayout.from_json(json.loads(args.layout_json) if args.layout_json
+                                          else json.load(open(args.layout)))
+        cfg.update(layout.to_json())
+        cfg.update(versions=_versions())
+        variants = _variants(args)
+        cfg["variants"] = [v.to_json() for v in variants]
+        cfg["op"], cfg["variant"] = variants[0].op, variants[0].name
+        ip = resolve(args.server_host, args.connect_timeout)
+        peer = None
+        if args.device == "cuda":
+            import torch
+
+            cfg["gpu_name"] = torch.cuda.get_device_name(args.gpu)
+            cfg["visible_gpus"] = torch.cuda.device_count()
+            if args.peer_copy != "off":
+                src = args.peer_src if args.peer_src is not None else (1 if args.gpu == 0 else 0)
+                peer = peer_copy(src, args.gpu, args.bulk_bytes, pull=args.peer_copy == "pull")
+        result["peer_copy"] = peer
+        f = Fetcher(layout, args.device, args.gpu, args.requests, args.bulk_bytes, log, args.alloc)
+        cfg["alloc"] = f.mem.allocation
+        for k, v in enumerate(variants):
+            log(f"fetch: variant {k} {v.to_json()}")
+            variants_out.append(f.variant(v, k, ip, args.server_port, k == len(variants) - 1, args.warmup,
+                                          args.reps, args.budget_s, args.connect_timeout))
+        cfg["serve_alloc"] = f.serve_alloc
+        p = variants_out[0]
+        result.update(
+            bulk_gbps=_headline(p, "bulk", "gbps"),
+            peer_copy_gbps=peer["gbps"] if peer else None,
+            request_ms={"per_page": _headline(p, "per_page", "median_ms"),
+                        "coalesced": _headline(p, "coalesced", "median_ms")},
+            descriptors_per_request={"per_page": layout.descriptors_per_request_per_page,
+                                     "coalesced": layout.descriptors_per_request_coalesced,
+                                     "posted": {m: _headline(p, m, "posted_descriptors")
+                                                for m in ("per_page", "coalesced", "nixl_merge") if m in p}},
+            verified=f.mismatched == 0 and f.verified_bytes > 0, verified_bytes=f.verified_bytes,
+            mismatched_bytes=f.mismatched, mismatch=f.first_mismatch)
+    except Exception as e:
+        result["error"] = f"{type(e).__name__}: {e}"
+        log(traceback.format_exc())
+    finally:
+        cap.stop()
+    used = parse(cap.text(), "cuda" if args.device == "cuda" else "host")
+    result["transports"] = used.data
+    result["transports_detail"] = {"source": used.source, "lanes": used.lanes, "evidence": used.evidence,
+                                   "log": args.ucx_log}
+    result["variants"] = variants_out
+    result["config"] = cfg
+    result["elapsed_s"] = round(time.time() - started, 1)
+    v = verdict(result, Thresholds(args.min_bulk_gbps, args.max_request_ms, args.min_peer_fraction))
+    result.update({"pass": v.passed, "reason": v.reason, "message": v.message})
+    if result["error"] or not v.passed:
+        tail = cap.text().splitlines()[-40:]
+        print("\n".join(tail), file=sys.stderr)
+    if args.result_file:
+        with open(args.result_file, "w") as fh:
+            fh.write(compact(result))
+    print(json.dumps(result, indent=1, sort_keys=False), flush=True)
+    if not args.ucx_log:
+        os.unlink(cap.path)
+    return 2 if result["error"] else 0 if v.passed else 1

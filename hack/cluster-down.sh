@@ -19,8 +19,10 @@ ctx="kwok-$name"
 log() { printf '[cluster-down %s] %s\n' "$name" "$*"; }
 
 mkdir -p "$root/.qdd/locks"
-exec 9>"$root/.qdd/locks/cluster-$name.lock"
-if ! flock -w 600 9; then echo "cluster-down: timed out waiting for the lock of cluster $name" >&2; exit 1; fi
+if [ "${QDD_CLUSTER_LOCK_HELD:-}" != "$name" ]; then  # set by cluster-up when it calls us
+  exec 9>"$root/.qdd/locks/cluster-$name.lock"
+  if ! flock -w 600 9; then echo "cluster-down: timed out waiting for the lock of cluster $name" >&2; exit 1; fi
+fi
 
 # 1. The driver test double (its pid file says which process; never matched by name).
 pidf="$state/fake-compute-domain-driver.pid"
@@ -35,12 +37,29 @@ if [ -s "$pidf" ]; then
   rm -f "$pidf"
 fi
 
-# 2. The control plane.
-if [ -d "$KWOK_WORKDIR/clusters/$name" ]; then
+# 2. The control plane: kwokctl stops the components it started and deletes the cluster's data;
+# any component still alive after that (its pid recorded by kwokctl, its command line naming this
+# cluster's directory) is stopped here.
+cluster_dir="$KWOK_WORKDIR/clusters/$name"
+if [ -d "$cluster_dir" ]; then
+  pids=()
+  for f in "$cluster_dir"/pids/*.pid; do [ -s "$f" ] && pids+=("$(cat "$f")"); done
   if [ -x "$bin/kwokctl" ]; then
-    kwokctl delete cluster --name "$name" --kubeconfig "" 9>&- || true
+    kwokctl delete cluster --name "$name" --kubeconfig "$KUBECONFIG" 9>&- || log "kwokctl delete failed"
   fi
-  rm -rf "$KWOK_WORKDIR/clusters/$name"
+  for pid in "${pids[@]}"; do
+    if kill -0 "$pid" 2>/dev/null && tr '\0' ' ' < "/proc/$pid/cmdline" | grep -qF "$cluster_dir/"; then
+      log "stopping leftover component pid $pid"
+      kill -TERM "$pid" 2>/dev/null || true
+    fi
+  done
+  for pid in "${pids[@]}"; do
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null && tr '\0' ' ' < "/proc/$pid/cmdline" | grep -qF "$cluster_dir/"; then
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+  done
+  rm -rf "$cluster_dir"
   log "deleted cluster"
 else
   log "no cluster named $name"

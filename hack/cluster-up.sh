@@ -91,14 +91,33 @@ create_cluster() {
     --wait 120s --timeout 5m 9>&-
 }
 
+# Stops whatever is left of this cluster's components (pids recorded by kwokctl, command line
+# naming this cluster's directory), so that `kwokctl start` starts every one of them afresh.
+stop_leftovers() {
+  local f pid pids=()
+  for f in "$cluster_dir"/pids/*.pid; do
+    [ -s "$f" ] || continue
+    pid=$(cat "$f")
+    if kill -0 "$pid" 2>/dev/null && tr '\0' ' ' < "/proc/$pid/cmdline" | grep -qF "$cluster_dir/"; then
+      pids+=("$pid"); kill -TERM "$pid" 2>/dev/null || true
+    fi
+  done
+  for pid in "${pids[@]}"; do
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; fi
+  done
+  [ ${#pids[@]} -eq 0 ] || log "stopped ${#pids[@]} leftover component(s)"
+}
+
 if [ -d "$cluster_dir" ]; then
   if api_ok; then
     log "cluster already up"
   else
-    log "cluster exists but does not serve: starting its components"
-    if ! "${offline_env[@]}" kwokctl start cluster --name "$name" --wait 120s --timeout 3m 9>&- || ! api_ok; then
+    log "cluster exists but does not serve: restarting its components"
+    stop_leftovers
+    if ! "${offline_env[@]}" kwokctl start cluster --name "$name" --wait 60s --timeout 2m 9>&- || ! api_ok; then
       log "start failed: deleting and recreating"
-      kwokctl delete cluster --name "$name" --kubeconfig "" 9>&- || rm -rf "$cluster_dir"
+      QDD_CLUSTER="$name" QDD_CLUSTER_LOCK_HELD="$name" bash "$root/hack/cluster-down.sh" 9>&- || true
       create_cluster
     fi
   fi
@@ -151,6 +170,7 @@ ready=$(k get nodes -l qdd.dev/simulated=true -o jsonpath='{range .items[*]}{ran
 log "all $ready simulated nodes Ready"
 
 # --- the ComputeDomain driver test double --------------------------------------------------------
+mkdir -p "$state"
 pidf="$state/fake-compute-domain-driver.pid"
 dlog="$state/fake-compute-domain-driver.log"
 running=0

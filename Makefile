@@ -73,3 +73,9 @@ image-router:
 image-vllm:
 	docker buildx build --platform $(call vllm_pin,PLATFORMS) -f images/vllm/Dockerfile $(VLLM_BUILD_ARGS) \
 	  -t $(IMAGE_REGISTRY)/vllm:$(call vllm_pin,IMAGE_TAG) $(IMAGE_OUTPUT) images/vllm
+
+bench-operator: venv
+	bash hack/cluster-up.sh
+	kubectl apply --server-side --force-conflicts -f crds/qdd.dev_qwendisaggdeployments.yaml
+	bash hack/operator.sh start
+	$(PY) bench/operator_ready.py

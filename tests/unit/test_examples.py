@@ -152,3 +152,20 @@ def test_render_is_deterministic(seed_cr):
     from qdd.render import to_yaml
 
     assert to_yaml(objects_of(seed_cr)) == to_yaml(objects_of(seed_cr))
+
+
+def test_rendered_yaml_reads_back_the_same_under_yaml_1_1_booleans(seed_cr):
+    """kubectl's Go YAML reads bare y/n/on/off as booleans: `qdd render` must quote them."""
+    import re
+
+    import yaml
+
+    from qdd.render import to_yaml
+
+    class Yaml11(yaml.SafeLoader):
+        pass
+
+    Yaml11.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:y|Y|n|N|yes|no|on|off|true|false)$"),
+                                 list("yYnNtTfFoO"))
+    objs = objects_of(seed_cr)
+    assert list(yaml.load_all(to_yaml(objs), Loader=Yaml11)) == objs

@@ -100,6 +100,23 @@ def render(plan: Plan) -> list[dict[str, Any]]:
     return sorted(objs, key=lambda o: (order[o["kind"]], o["metadata"]["name"]))
 
 
+class _Dumper(yaml.SafeDumper):
+    """Quotes strings that YAML 1.1 readers take for booleans (``y``, ``n``, ``on``, ``off``...):
+    PyYAML writes ``y`` bare, and kubectl's Go YAML reads it back as true."""
+
+
+_YAML11_BOOLS = {"y", "n", "yes", "no", "on", "off", "true", "false"}
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style = "'" if value.lower() in _YAML11_BOOLS else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
 def to_yaml(objs: list[dict[str, Any]]) -> str:
-    """A YAML stream, one document per object, stable bytes."""
-    return "".join("---\n" + yaml.safe_dump(o, sort_keys=False, default_flow_style=False, width=1 << 16) for o in objs)
+    """A YAML stream, one document per object, stable bytes, safe for YAML 1.1 readers (kubectl)."""
+    return "".join("---\n" + yaml.dump(o, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=1 << 16)
+                   for o in objs)

@@ -83,3 +83,52 @@ def test_gdn_prefill_backend_auto_is_the_flag_left_out(seed_cr):
     assert "--gdn-prefill-backend" not in plan_of(seed_cr).prefill.pods[0].argv
     seed_cr["spec"]["prefill"]["tuning"] = {"gdnPrefillBackend": "flashinfer"}
     assert plan_of(seed_cr).prefill.pods[0].argv[-4:-2] == ("--gdn-prefill-backend", "flashinfer")
+
+
+def test_must_match_flags_must_be_equal_on_both_roles(seed_cr):
+    from qdd.errors import SpecError
+
+    from .helpers import plan_of
+
+    seed_cr["spec"]["prefill"]["extraArgs"] = ["--block-size", "2128"]
+    with pytest.raises(SpecError) as e:
+        plan_of(seed_cr)
+    assert str(e.value) == ("spec.decode.extraArgs: --block-size is 2128 on prefill and unset on decode; prefill and "
+                            "decode must agree on it for the KV transfer (give it to both roles, equal)")
+    seed_cr["spec"]["decode"]["extraArgs"] = ["--block-size=2128"]
+    assert "--block-size=2128" in plan_of(seed_cr).decode.pods[0].argv
+
+
+def test_hybrid_kv_cache_manager_cannot_be_disabled(seed_cr):
+    from qdd.errors import SpecError
+
+    from .helpers import plan_of
+
+    seed_cr["spec"]["decode"]["extraArgs"] = ["--disable-hybrid-kv-cache-manager"]
+    with pytest.raises(SpecError, match=r"spec.decode.extraArgs\[0\]: --disable-hybrid-kv-cache-manager is owned"):
+        plan_of(seed_cr)
+
+
+def test_deployment_larger_than_one_nvlink_domain_is_refused(seed_cr):
+    from qdd.errors import SpecError
+
+    from .helpers import plan_of
+
+    seed_cr["spec"]["prefill"]["endpoints"] = 29  # 58 + 8 = 66 GPUs fit 72
+    assert plan_of(seed_cr).gpus == 66
+    seed_cr["spec"]["prefill"]["endpoints"] = 33  # 66 + 8 = 74 GPUs do not
+    with pytest.raises(SpecError, match=r"spec.prefill.endpoints: 74 GPUs \(66 prefill \+ 8 decode\) do not fit one "
+                                        r"NVLink domain of 18 × 4 = 72 GB200 GPUs"):
+        plan_of(seed_cr)
+    seed_cr["spec"]["cluster"]["sameNVLinkDomain"] = False
+    assert plan_of(seed_cr).gpus == 74
+
+
+def test_context_longer_than_the_model_is_refused(seed_cr):
+    from qdd.errors import SpecError
+
+    from .helpers import plan_of
+
+    seed_cr["spec"]["workload"].update(isl=262144, osl=1024, concurrency=8)
+    with pytest.raises(SpecError, match=r"spec.workload.osl: isl \+ osl = 263168 tokens exceeds the model's context of 262144"):
+        plan_of(seed_cr)

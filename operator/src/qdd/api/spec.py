@@ -136,7 +136,7 @@ class DecodeSpec(RoleSpec):
 class ClusterSpec(ApiModel):
     gpu_type: str = Field("GB200", description="GPU kind: GB200, B200, H200 or H100.")
     gpus_per_node: int | None = Field(None, ge=1, le=8, description="GPUs per node. Default: the GPU kind's (GB200: 4).")
-    same_nvlink_domain: bool = Field(True, description="Keep every P/D pod in one NVLink domain (pod affinity on nvidia.com/gpu.clique).")
+    same_nvlink_domain: bool = Field(True, alias="sameNVLinkDomain", description="Keep every P/D pod in one NVLink domain (pod affinity on nvidia.com/gpu.clique).")
     compute_domain: bool | None = Field(None, description="Create a ComputeDomain and claim its IMEX channel in every GPU pod. Default: on for multi-node NVLink GPUs (GB200).")
     node_selector: dict[str, str] = Field(default_factory=dict, description="Extra node labels every P/D pod requires.")
     tolerations: list[dict[str, Any]] = Field(default_factory=list, max_length=16, description="Tolerations of every P/D pod.")

@@ -61,6 +61,7 @@ OWNED_ENV: dict[str, str] = {
     "HF_HOME": "spec.model.source.huggingFace.cachePvc",
     "VLLM_LOGGING_COLOR": "(owned: qdd renders 0)",
 }
+OWNED_FLAGS["disable-hybrid-kv-cache-manager"] = "(NIXL P/D of hybrid models needs the hybrid KV cache manager on)"
 
 
 def owned_flag(arg: str) -> str | None:
@@ -112,6 +113,39 @@ def check_extra(role: str, spec: RoleSpec) -> list[FieldError]:
         if env.value is not None and env.value_from is not None:
             errors.append(FieldError(f"spec.{role}.extraEnv[{i}]", "set value or valueFrom, not both"))
         seen.add(env.name)
+    return errors
+
+
+# Flags qdd does not own but whose values must be equal on prefill and decode: the NIXL handshake
+# of hybrid models compares them, or the transferred bytes are laid out differently (FACTS.md §2).
+MUST_MATCH_FLAGS = ("block-size", "dtype", "mamba-cache-dtype", "quantization", "revision", "attention-backend",
+                    "hf-overrides", "tokenizer")
+
+
+def _flag_values(args: list[str]) -> dict[str, str]:
+    """``{flag: value}`` of the must-match flags in an extraArgs list (``--x v`` or ``--x=v``; bare → "true")."""
+    out: dict[str, str] = {}
+    for i, arg in enumerate(args):
+        if not arg.startswith("--"):
+            continue
+        name, _, value = arg[2:].replace("_", "-").partition("=")
+        if name in MUST_MATCH_FLAGS:
+            if not value:
+                value = args[i + 1] if i + 1 < len(args) and not args[i + 1].startswith("-") else "true"
+            out[name] = value
+    return out
+
+
+def check_roles_match(prefill: RoleSpec, decode: RoleSpec) -> list[FieldError]:
+    """Must-match flags given in one role's extraArgs must be given, equal, in the other's."""
+    p, d = _flag_values(list(prefill.extra_args)), _flag_values(list(decode.extra_args))
+    errors = []
+    for flag in sorted(set(p) | set(d)):
+        if p.get(flag) != d.get(flag):
+            errors.append(FieldError(
+                "spec.decode.extraArgs",
+                f"--{flag} is {p.get(flag, 'unset')!s} on prefill and {d.get(flag, 'unset')!s} on decode; "
+                "prefill and decode must agree on it for the KV transfer (give it to both roles, equal)"))
     return errors
 
 

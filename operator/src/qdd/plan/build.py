@@ -12,7 +12,7 @@ from ..catalog import (Architecture, EngineProfile, GPUKind, UnknownEngineError,
                        engine_profile, gpu_kind, resolve_checkpoint)
 from ..errors import FieldError, SpecError
 from . import sizing
-from .args import check_extra, extra_env, kv_transfer_config
+from .args import check_extra, check_roles_match, extra_env, kv_transfer_config
 from .memory import cache_layout, decode_capacity, rank_budget
 from .router import router_plan
 from .types import EnvEntry, Plan, PodPlan, RolePlan
@@ -192,6 +192,11 @@ def build_plan(resource: Resource) -> Plan:
     except UnknownEngineError as e:
         raise SpecError.one("spec.engine.vllmVersion", str(e)) from None
     gpn = spec.cluster.gpus_per_node or gpu.gpus_per_node
+    errors.extend(check_roles_match(spec.prefill, spec.decode))
+    max_len = ckpt.architecture.max_position_embeddings
+    if spec.workload.isl + spec.workload.osl > max_len:
+        errors.append(FieldError("spec.workload.osl", f"isl + osl = {spec.workload.isl + spec.workload.osl} tokens exceeds "
+                                                      f"the model's context of {max_len} (config.json max_position_embeddings)"))
     served = spec.model.served_model_name or spec.model.name.rstrip("/").split("/")[-1]
     w = spec.workload
 
@@ -252,6 +257,18 @@ def build_plan(resource: Resource) -> Plan:
                         "model's ±20% tolerance: expect preemptions near the target")
 
     compute_domain = gpu.multi_node_nvlink if spec.cluster.compute_domain is None else spec.cluster.compute_domain
+    total_gpus = prefill.gpus + decode.gpus
+    domain_gpus = gpu.nvlink_domain_nodes * gpn
+    if spec.cluster.same_nvlink_domain and gpu.multi_node_nvlink and total_gpus > domain_gpus:
+        errors.append(FieldError(
+            "spec.prefill.endpoints",
+            f"{total_gpus} GPUs ({prefill.gpus} prefill + {decode.gpus} decode) do not fit one NVLink domain of "
+            f"{gpu.nvlink_domain_nodes} × {gpn} = {domain_gpus} {gpu.name} GPUs, and cluster.sameNVLinkDomain keeps "
+            "every pod in one: use fewer endpoints, or split into two deployments"))
+    if spec.kv_transfer.side_channel_host:
+        warnings.append("kvTransfer.sideChannelHost is fixed: every engine pod advertises "
+                        f"{spec.kv_transfer.side_channel_host}; only correct when that address reaches each pod "
+                        "(e.g. one pod per host with hostNetwork)")
     if errors:
         raise SpecError(errors)
     return Plan(name=resource.name, namespace=resource.namespace, spec=spec, checkpoint=ckpt, gpu=gpu, profile=profile,

@@ -23,7 +23,8 @@ TERMINATION_MESSAGE_LIMIT = 4096
 CORE_KEYS = ("pass", "reason", "message", "bulk_gbps", "peer_copy_gbps", "request_ms", "descriptors_per_request",
              "transports", "verified", "verified_bytes", "mismatched_bytes", "mismatch", "error")
 CONFIG_KEYS = ("model", "tokens", "kv_cache_dtype", "mamba_ssm_cache_dtype", "page_bytes", "tensors",
-               "pages_per_request", "bytes_per_request", "bulk_bytes", "op", "variant", "server", "host", "gpu_name")
+               "pages_per_request", "bytes_per_request", "bulk_bytes", "alloc", "serve_alloc", "op", "variant",
+               "server", "host", "gpu_name")
 
 
 def _dump(d: dict[str, Any]) -> str:

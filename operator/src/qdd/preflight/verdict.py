@@ -97,9 +97,13 @@ def verdict(result: dict[str, Any] | None, thresholds: Thresholds | None = None,
     bulk, req, peer = _num(result.get("bulk_gbps")), _request_ms(result), _num(result.get("peer_copy_gbps"))
     transports = _transports(result)
     if "tcp" in transports and not GPU_PATH_TRANSPORTS.intersection(transports):
+        cfg = result.get("config") or {}
+        allocs = " ".join(str(cfg.get(k, "")) for k in ("alloc", "serve_alloc"))
+        hint = ("GPU memory could not be exported as a FABRIC handle (no IMEX channel from the ComputeDomain?)"
+                if "FABRIC refused" in allocs else
+                "check UCX_TLS, the IMEX channel of the ComputeDomain, UCX_CUDA_IPC_ENABLE_MNNVL")
         return Verdict(FALSE, "TCPFallback",
-                       f"UCX used {'/'.join(transports)} at {_fmt(bulk, 'GB/s')}; expected cuda_ipc/NVLink "
-                       "(check UCX_TLS, the IMEX channel of the ComputeDomain, UCX_CUDA_IPC_ENABLE_MNNVL)")
+                       f"UCX used {'/'.join(transports)} at {_fmt(bulk, 'GB/s')}; expected cuda_ipc/NVLink ({hint})")
     slow: list[str] = []
     if bulk is not None and bulk < th.min_bulk_gbps:
         slow.append(f"bulk {_fmt(bulk, 'GB/s')} is below the floor of {_fmt(th.min_bulk_gbps, 'GB/s')}")

@@ -79,3 +79,11 @@ bench-operator: venv
 	kubectl apply --server-side --force-conflicts -f crds/qdd.dev_qwendisaggdeployments.yaml
 	bash hack/operator.sh start
 	$(PY) bench/operator_ready.py
+
+# KV-transfer preflight between two GPUs of one host, serve on GPU 0 and fetch on GPU 1, NVLink and
+# TCP-only (bench/README.md). Needs two NVLink-connected GPUs, torch and nixl (or nixl wheels in .whl/);
+# in this project's workplace it runs on the lent nvidia-h200-x2 through the device tool.
+.PHONY: bench-nixl
+bench-nixl:
+	OUT=$${OUT:-bench/out} bash bench/nixl-h200x2.sh final
+	cp $${OUT:-bench/out}/nixl-preflight-h200x2.json bench/results/nixl-preflight-h200x2.json

@@ -1,10 +1,10 @@
 """KV-transfer preflight: prove the prefill→decode NIXL path before a deployment is called Ready.
 
 Pure modules (importable by the operator, no nixl/torch): :mod:`.layout` (the hybrid cache as a
-transfer sees it), :mod:`.verdict` (result → ``KVTransferReady`` condition), :mod:`.result`
-(the JSON contract and the termination message), :mod:`.ucx` (reading UCX's transport choice),
-:mod:`.render` (the Jobs). The program (``python -m qdd.preflight serve|fetch|layout``) lives in
-:mod:`.program`, :mod:`.serve`, :mod:`.fetch`, :mod:`.run`, :mod:`.wire`, :mod:`.buffers`; those
-import nixl and torch inside functions only. Nothing here is imported by ``qdd.plan`` or
-``qdd.render``.
+transfer sees it), :mod:`.verdict` (result → ``KVTransferReady`` condition), :mod:`.result` (the
+JSON contract and the termination message), :mod:`.ucx` (reading UCX's transport choice),
+:mod:`.names`, :mod:`.render` (the Jobs), :mod:`.observe` (live Jobs and pods → the condition).
+The program (``python -m qdd.preflight serve|fetch|layout``) lives in :mod:`.program`,
+:mod:`.serve`, :mod:`.fetch`, :mod:`.run`, :mod:`.wire`, :mod:`.buffers`; those import nixl and
+torch inside functions only. Nothing here is imported by ``qdd.plan`` or ``qdd.render``.
 """

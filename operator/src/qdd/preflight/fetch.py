@@ -24,8 +24,21 @@ from typing import Any
 
 from .buffers import Memory, Region
 from .layout import TransferLayout
-from .wire import (SERVE_AGENT, AgentOptions, Dlists, Inbox, Mover, Side, Stats, dlist_entries, encode, free_port,
-                   make_agent, page_indices, run_indices)
+from .wire import (
+    SERVE_AGENT,
+    AgentOptions,
+    Dlists,
+    Inbox,
+    Mover,
+    Side,
+    Stats,
+    dlist_entries,
+    encode,
+    free_port,
+    make_agent,
+    page_indices,
+    run_indices,
+)
 
 MOVES = ("bulk", "per_page", "coalesced", "nixl_merge")
 
@@ -106,7 +119,7 @@ def peer_copy(src: int, dst: int, nbytes: int, reps: int = 10, pull: bool = Fals
         except Exception as e:  # cupy missing or peer copy refused: the push numbers stand
             out["pull_error"] = str(e)[:200]
     torch.cuda.synchronize(src)
-    del a, b
+    a = b = None  # the copies' buffers go back before the fetch side allocates its own
     torch.cuda.empty_cache()
     return out
 

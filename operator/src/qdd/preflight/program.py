@@ -124,7 +124,8 @@ def _agent_opts(args: argparse.Namespace) -> Any:
 def _serve_cmd(args: argparse.Namespace) -> int:
     from .serve import serve
 
-    stats = serve(_load_layout(args), device=args.device, gpu=args.gpu, alloc=args.alloc, port=args.port, requests=args.requests,
+    stats = serve(_load_layout(args), device=args.device, gpu=args.gpu, alloc=args.alloc, port=args.port,
+                  requests=args.requests,
                   bulk_bytes=args.bulk_bytes, opts=_agent_opts(args), timeout=args.timeout,
                   exit_after=args.exit_after, log=_log)
     text = json.dumps(stats, separators=(",", ":"))

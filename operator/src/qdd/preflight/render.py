@@ -25,7 +25,8 @@ result to ``/dev/termination-log`` (``terminationMessagePath``; ≤ 4096 bytes) 
 1 (ran, did not pass) or 2 (could not run); serve exits after the fetch said bye or at its
 timeout. The controller reads ``status.containerStatuses[name=fetch].state.terminated.message``
 of the fetch Job's pod, ``parse_termination_message`` → ``verdict`` (with ``job_failed`` from the
-Job's status) → ``combine`` over pairs → the ``KVTransferReady`` condition.
+Job's status) → ``combine`` over pairs → the ``KVTransferReady`` condition; all of that is
+:func:`qdd.preflight.observe.kv_transfer_verdict` (rendered objects + live Jobs and Pods).
 """
 
 from __future__ import annotations
@@ -41,13 +42,8 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from .. import labels, names
 from ..plan import Plan, RolePlan
 from .layout import DEFAULT_BULK_BYTES, DEFAULT_REQUESTS, for_plan
+from .names import ROLE, SIDE, TERMINATION_LOG, job_name, serve_host, service_name
 from .verdict import Thresholds
-
-ROLE = "preflight"
-"""``qdd.dev/role`` of preflight pods (labels.ROLES lists the engine roles and the router)."""
-SIDE = f"{labels.GROUP}/preflight"
-"""``serve`` | ``fetch``."""
-TERMINATION_LOG = "/dev/termination-log"
 
 _env = Environment(loader=PackageLoader("qdd.preflight", "templates"), undefined=StrictUndefined,
                    keep_trailing_newline=True, autoescape=False)
@@ -67,18 +63,6 @@ class PreflightOptions:
     thresholds: Thresholds = field(default_factory=Thresholds)
     deadline_seconds: int = 1800
     image: str | None = None
-
-
-def service_name(cr: str) -> str:
-    return f"{cr}-preflight"
-
-
-def job_name(cr: str, side: str, pair: int) -> str:
-    return f"{cr}-preflight-{side}-{pair}"
-
-
-def serve_host(plan: Plan, pair: int) -> str:
-    return f"{job_name(plan.name, 'serve', pair)}.{service_name(plan.name)}.{plan.namespace}.svc"
 
 
 def _base_labels(plan: Plan) -> dict[str, str]:
@@ -123,15 +107,17 @@ def _args(plan: Plan, side: str, pair: int, layout_json: str, o: PreflightOption
     port = str(plan.spec.kv_transfer.side_channel_port)
     # Multi-node NVLink: cuda_ipc crosses nodes only for memory exportable as a FABRIC handle.
     alloc = "vmm" if _mnnvl(plan) else "cudamalloc"
-    common = ["--layout-json", layout_json, "--alloc", alloc, "--requests", str(o.requests), "--bulk-bytes", str(o.bulk_bytes),
+    common = ["--layout-json", layout_json, "--alloc", alloc, "--requests", str(o.requests),
+              "--bulk-bytes", str(o.bulk_bytes),
               "--num-threads", str(o.num_threads), "--split-batch-size", str(o.split_batch_size),
               "--result-file", TERMINATION_LOG]
     budget = str(max(60, o.deadline_seconds - 300))
     if side == "serve":
         return ["serve", *common, "--port", port, "--timeout", budget, "--exit-after", "1"]
     th = o.thresholds
-    out = ["fetch", *common, "--server-host", serve_host(plan, pair), "--server-port", port,
-           "--connect-timeout", budget, "--min-bulk-gbps", str(th.min_bulk_gbps), "--max-request-ms", str(th.max_request_ms)]
+    out = ["fetch", *common, "--server-host", serve_host(plan.name, plan.namespace, pair), "--server-port", port,
+           "--connect-timeout", budget, "--min-bulk-gbps", str(th.min_bulk_gbps),
+           "--max-request-ms", str(th.max_request_ms)]
     if th.min_peer_fraction is not None:
         out += ["--min-peer-fraction", str(th.min_peer_fraction)]
     return out

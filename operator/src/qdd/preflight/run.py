@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import socket
@@ -36,10 +37,8 @@ def _versions() -> dict[str, str]:
 
     out = {}
     for dist in ("nixl", "nixl-cu13", "nixl-cu12", "torch"):
-        try:
+        with contextlib.suppress(metadata.PackageNotFoundError):
             out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            pass
     return out
 
 
@@ -64,8 +63,11 @@ def run_fetch(args: argparse.Namespace, log: Any) -> int:
         from .fetch import Fetcher, peer_copy, resolve
         from .layout import TransferLayout
 
-        layout = TransferLayout.from_json(json.loads(args.layout_json) if args.layout_json
-                                          else json.load(open(args.layout)))
+        if args.layout_json:
+            layout = TransferLayout.from_json(json.loads(args.layout_json))
+        else:
+            with open(args.layout) as fh:
+                layout = TransferLayout.from_json(json.load(fh))
         cfg.update(layout.to_json())
         cfg.update(versions=_versions())
         variants = _variants(args)

@@ -28,7 +28,8 @@ KNOWN_TRANSPORTS = frozenset({
     "cuda_ipc", "cuda_copy", "gdr_copy", "rocm_ipc", "rocm_copy", "tcp", "sysv", "posix", "cma", "knem",
     "xpmem", "self", "rc_mlx5", "rc_verbs", "dc_mlx5", "ud_mlx5", "ud_verbs", "rc_gda", "srd", "efa", "ib",
 })
-GPU_PATH_TRANSPORTS = frozenset({"cuda_ipc", "gdr_copy", "rc_mlx5", "rc_verbs", "dc_mlx5", "rc_gda", "srd", "efa", "ib"})
+GPU_PATH_TRANSPORTS = frozenset({"cuda_ipc", "gdr_copy", "rc_mlx5", "rc_verbs", "dc_mlx5", "rc_gda", "srd", "efa",
+                                 "ib"})
 """Transports that move GPU memory without staging it through host sockets: NVLink/MNNVL
 (cuda_ipc) or RDMA. ``cuda_copy`` only stages between GPU and host, so it proves nothing alone."""
 

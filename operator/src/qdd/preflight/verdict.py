@@ -69,7 +69,8 @@ def _request_ms(result: dict[str, Any]) -> float | None:
 def _fmt(v: float | None, unit: str) -> str:
     if v is None:
         return "n/a"
-    return f"{v:.2f} {unit}" if v < 10 else f"{v:.1f} {unit}"
+    text = f"{v:.2f}".rstrip("0").rstrip(".") if v < 10 else f"{v:.1f}"
+    return f"{text} {unit}"
 
 
 def _transports(result: dict[str, Any]) -> list[str]:
@@ -127,3 +128,19 @@ def verdict(result: dict[str, Any] | None, thresholds: Thresholds | None = None,
     if isinstance(d, dict) and d.get("coalesced") is not None:
         parts.append(f"{d['coalesced']} descriptors")
     return Verdict(TRUE, "KVTransferVerified", f"verified over {via}: " + ", ".join(parts))
+
+
+_SEVERITY = {FALSE: 0, UNKNOWN: 1, TRUE: 2}
+
+
+def combine(pairs: dict[str, Verdict]) -> Verdict:
+    """One condition over several preflight pairs (one per decode endpoint): the worst pair decides
+    (False before Unknown before True, then pair order); its message names the pair."""
+    if not pairs:
+        return Verdict(UNKNOWN, "PreflightPending", "no preflight pair has been rendered yet")
+    if len(pairs) == 1:
+        return next(iter(pairs.values()))
+    name, worst = min(pairs.items(), key=lambda kv: _SEVERITY[kv[1].status])
+    if worst.status == TRUE:
+        return Verdict(TRUE, worst.reason, "; ".join(f"pair {k}: {v.message}" for k, v in pairs.items()))
+    return Verdict(worst.status, worst.reason, f"pair {name}: {worst.message}")

@@ -18,6 +18,7 @@ Descriptor lists, prepped once per peer (as vLLM's NixlConnector does), indexed 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import statistics
@@ -120,7 +121,8 @@ class Side:
         return cls([tuple(r) for r in d["regions"]], tuple(d["bulk"]), int(d["device"]))  # type: ignore[misc]
 
 
-def dlist_entries(side: Side, layout: TransferLayout, requests: int, bulk_chunks: int) -> dict[str, list[tuple[int, int, int]]]:
+def dlist_entries(side: Side, layout: TransferLayout, requests: int,
+                  bulk_chunks: int) -> dict[str, list[tuple[int, int, int]]]:
     nb, page = layout.num_blocks(requests), layout.page_bytes
     run = layout.pages_per_request * page
     chunk = side.bulk[1] // bulk_chunks
@@ -187,10 +189,8 @@ class Mover:
             h.release()
             raise RuntimeError(f"NIXL {self.op} of {len(idx)} {kind} descriptors ended in state {st}")
         descs = None
-        try:
+        with contextlib.suppress(Exception):  # telemetry off or not in this NIXL build
             descs = int(a.get_xfer_telemetry(h).descCount)
-        except Exception:  # telemetry off or not in this NIXL build
-            pass
         h.release()
         return h, descs
 
@@ -201,7 +201,7 @@ class Mover:
             return Move(time.perf_counter() - t0, descs)
         shares = _split(idx, len(self._pool))
         t0 = time.perf_counter()
-        for w, share in zip(self._pool, shares):
+        for w, share in zip(self._pool, shares, strict=False):  # fewer shares than threads: the rest idle
             w.submit(kind, share, skip_merge)
         results = [w.wait() for w in self._pool[:len(shares)]]
         dt = time.perf_counter() - t0

@@ -1,0 +1,161 @@
+"""The preflight Jobs: serve next to prefill, fetch next to decode, same env and claim as the engines."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+
+from qdd.preflight.layout import TransferLayout, for_plan
+from qdd.preflight.render import PreflightOptions, preflight_objects
+from qdd.render import render, to_yaml
+
+from ..conftest import EXAMPLES, load
+from .helpers import engine_pod_specs, env_of, flag, plan_of
+
+SEED = "qwen35-397b-4xdep2-1xdep8-cc4096"
+
+
+def _seed() -> dict:
+    return copy.deepcopy(load(EXAMPLES / f"{SEED}.yaml"))
+
+
+def _by_side(objs: list[dict]) -> dict[str, dict]:
+    return {o["metadata"]["labels"]["qdd.dev/preflight"] if o["kind"] == "Job" else "service": o for o in objs}
+
+
+def _pod(job: dict) -> dict:
+    return job["spec"]["template"]["spec"]
+
+
+def test_seed_renders_one_pair_and_a_service():
+    objs = preflight_objects(plan_of(_seed()))
+    assert [(o["kind"], o["metadata"]["name"]) for o in objs] == [
+        ("Service", f"{SEED}-preflight"), ("Job", f"{SEED}-preflight-serve-0"), ("Job", f"{SEED}-preflight-fetch-0")]
+    svc = objs[0]
+    assert svc["spec"]["clusterIP"] == "None" and svc["spec"]["publishNotReadyAddresses"] is True
+    assert svc["spec"]["selector"] == {"qdd.dev/deployment": SEED, "qdd.dev/role": "preflight",
+                                       "qdd.dev/preflight": "serve"}
+    assert svc["spec"]["ports"] == [{"name": "nixl", "port": 5600, "targetPort": "nixl"}]
+    for job in objs[1:]:
+        assert job["spec"]["backoffLimit"] == 0 and job["spec"]["activeDeadlineSeconds"] == 1800
+        assert _pod(job)["restartPolicy"] == "Never"
+        assert all(len(n) <= 63 for n in (job["metadata"]["name"], _pod(job).get("hostname", "")))
+
+
+def test_pods_get_the_engines_env_claim_gpu_and_placement():
+    cr = _seed()
+    plan = plan_of(cr)
+    engines = {role: spec for role, _, spec in engine_pod_specs(render(plan))}
+    sides = _by_side(preflight_objects(plan))
+    for side, role in (("serve", "prefill"), ("fetch", "decode")):
+        pod = _pod(sides[side])
+        c = pod["containers"][0]
+        engine = engines[role]["containers"][0]
+        assert c["name"] == side and c["image"] == engine["image"]
+        assert c["command"] == ["python3", "-m", "qdd.preflight"] and c["args"][0] == side
+        assert c["env"] == engine["env"]  # UCX_*, side channel host/port, VLLM_SSM_CONV_STATE_LAYOUT …
+        env = env_of(c)
+        assert env["VLLM_NIXL_SIDE_CHANNEL_HOST"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+        assert env["UCX_CUDA_IPC_ENABLE_MNNVL"] == "y"
+        assert c["resources"]["requests"]["nvidia.com/gpu"] == "1" == c["resources"]["limits"]["nvidia.com/gpu"]
+        assert c["resources"]["claims"] == [{"name": "imex-channel"}]
+        assert pod["resourceClaims"] == engines[role]["resourceClaims"]
+        assert pod["nodeSelector"] == engines[role]["nodeSelector"]
+        assert pod["tolerations"] == engines[role]["tolerations"]
+        assert c["terminationMessagePath"] == "/dev/termination-log"
+        assert c["terminationMessagePolicy"] == "FallbackToLogsOnError"
+        assert flag(c["args"], "--result-file") == "/dev/termination-log"
+        # GB200: memory exportable as a FABRIC handle, or cuda_ipc cannot cross nodes.
+        assert flag(c["args"], "--alloc") == "vmm"
+        aff = pod["affinity"]
+        clique = aff["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+        assert clique["topologyKey"] == "nvidia.com/gpu.clique"
+        assert {"key": "qdd.dev/role", "operator": "In", "values": ["prefill", "decode", "preflight"]} in \
+            clique["labelSelector"]["matchExpressions"]
+        apart = aff["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+        assert apart["topologyKey"] == "kubernetes.io/hostname"
+        assert apart["labelSelector"]["matchLabels"]["qdd.dev/preflight"] == ("fetch" if side == "serve" else "serve")
+        near = aff["podAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]
+        assert near["labelSelector"]["matchLabels"] == (
+            {"statefulset.kubernetes.io/pod-name": f"{SEED}-prefill-0"} if side == "serve" else
+            {"qdd.dev/deployment": SEED, "qdd.dev/role": "decode", "qdd.dev/endpoint": "0",
+             "qdd.dev/group-role": "leader"})
+
+
+def test_fetch_reads_the_serve_pod_through_its_dns_name_and_the_plan_layout():
+    plan = plan_of(_seed())
+    sides = _by_side(preflight_objects(plan))
+    serve, fetch = _pod(sides["serve"]), _pod(sides["fetch"])
+    assert serve["hostname"] == f"{SEED}-preflight-serve-0" and serve["subdomain"] == f"{SEED}-preflight"
+    assert "hostname" not in fetch
+    s_args, f_args = serve["containers"][0]["args"], fetch["containers"][0]["args"]
+    assert flag(f_args, "--server-host") == f"{SEED}-preflight-serve-0.{SEED}-preflight.default.svc"
+    assert flag(f_args, "--server-port") == flag(s_args, "--port") == "5600"
+    assert serve["containers"][0]["ports"] == [{"name": "nixl", "containerPort": 5600, "protocol": "TCP"}]
+    layout = TransferLayout.from_json(json.loads(flag(s_args, "--layout-json")))
+    assert layout == for_plan(plan) == TransferLayout.from_json(json.loads(flag(f_args, "--layout-json")))
+    assert layout.descriptors_per_request_coalesced == 15 and layout.kv_cache_dtype == "fp8"
+    for args in (s_args, f_args):
+        assert flag(args, "--num-threads") == "4" and flag(args, "--split-batch-size") == "1"
+    assert flag(f_args, "--min-bulk-gbps") == "50.0" and flag(f_args, "--max-request-ms") == "10.0"
+
+
+def test_engine_selectors_never_pick_up_preflight_pods():
+    plan = plan_of(_seed())
+    pods = [o["spec"]["template"]["metadata"]["labels"] for o in preflight_objects(plan) if o["kind"] == "Job"]
+    for obj in render(plan):
+        sel = (obj["spec"].get("selector") or {}) if obj["kind"] in ("Service", "StatefulSet") else {}
+        sel = sel.get("matchLabels", sel)
+        if sel:
+            assert not any(all(p.get(k) == v for k, v in sel.items()) for p in pods), obj["metadata"]["name"]
+    assert {p["qdd.dev/role"] for p in pods} == {"preflight"}
+
+
+def test_revision_follows_the_plan_and_is_shared_by_the_pair():
+    a = preflight_objects(plan_of(_seed()))
+    assert to_yaml(a) == to_yaml(preflight_objects(plan_of(_seed())))
+    revs = {o["metadata"]["labels"]["qdd.dev/revision"] for o in a if o["kind"] == "Job"}
+    assert len(revs) == 1
+    assert revs == {o["spec"]["template"]["metadata"]["labels"]["qdd.dev/revision"] for o in a if o["kind"] == "Job"}
+    cr = _seed()
+    cr["spec"]["kvTransfer"]["ucx"] = {"tls": "cuda_copy,cuda_ipc,tcp"}
+    b = preflight_objects(plan_of(cr))
+    assert {o["metadata"]["labels"]["qdd.dev/revision"] for o in b if o["kind"] == "Job"} != revs
+
+
+def test_one_pair_per_decode_endpoint():
+    cr = _seed()
+    cr["spec"]["decode"]["endpoints"] = 2
+    names = [o["metadata"]["name"] for o in preflight_objects(plan_of(cr)) if o["kind"] == "Job"]
+    assert names == [f"{SEED}-preflight-serve-0", f"{SEED}-preflight-fetch-0",
+                     f"{SEED}-preflight-serve-1", f"{SEED}-preflight-fetch-1"]
+
+
+def test_single_node_h200_deployment():
+    cr = _seed()
+    cr["spec"]["cluster"] = {"gpuType": "H200"}
+    cr["spec"]["model"] = {"name": "Qwen/Qwen3.5-35B-A3B"}
+    cr["spec"]["prefill"]["endpoints"] = 1
+    cr["spec"]["decode"]["topology"]["dataParallel"] = 2
+    cr["spec"]["workload"]["concurrency"] = 256
+    objs = preflight_objects(plan_of(cr), PreflightOptions(image="registry.invalid/qdd-preflight:1"))
+    for job in objs[1:]:
+        pod = _pod(job)
+        c = pod["containers"][0]
+        assert c["image"] == "registry.invalid/qdd-preflight:1"
+        assert flag(c["args"], "--alloc") == "cudamalloc"
+        assert "resourceClaims" not in pod and "claims" not in c["resources"]
+        assert "UCX_CUDA_IPC_ENABLE_MNNVL" not in env_of(c)
+        # One node holds the whole deployment: apart is only preferred.
+        assert "requiredDuringSchedulingIgnoredDuringExecution" not in pod["affinity"]["podAntiAffinity"]
+
+
+def test_pure_modules_import_neither_nixl_nor_torch_and_the_core_does_not_import_preflight():
+    code = ("import sys, qdd.plan, qdd.render; assert 'qdd.preflight' not in sys.modules; "
+            "import qdd.preflight.layout, qdd.preflight.verdict, qdd.preflight.result, qdd.preflight.ucx, "
+            "qdd.preflight.render, qdd.preflight.observe, qdd.preflight.program; "
+            "bad = [m for m in ('nixl', 'torch', 'numpy', 'kopf', 'kubernetes') if m in sys.modules]; "
+            "assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True)

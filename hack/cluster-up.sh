@@ -93,9 +93,9 @@ create_cluster() {
 
 # Stops whatever is left of this cluster's components (pids recorded by kwokctl, command line
 # naming this cluster's directory), so that `kwokctl start` starts every one of them afresh.
-stop_leftovers() {
+stop_leftovers() {  # [component]: only that one
   local f pid pids=()
-  for f in "$cluster_dir"/pids/*.pid; do
+  for f in "$cluster_dir"/pids/${1:-*}.pid; do
     [ -s "$f" ] || continue
     pid=$(cat "$f")
     if kill -0 "$pid" 2>/dev/null && tr '\0' ' ' < "/proc/$pid/cmdline" | grep -qF "$cluster_dir/"; then
@@ -119,6 +119,13 @@ if [ -d "$cluster_dir" ]; then
       log "start failed: deleting and recreating"
       QDD_CLUSTER="$name" QDD_CLUSTER_LOCK_HELD="$name" bash "$root/hack/cluster-down.sh" 9>&- || true
       create_cluster
+    else
+      # The restarted kwok has a new identity: it would wait out the node leases of the old one
+      # (200 s) before playing any pod. Their holder is gone: drop them, restart kwok.
+      kubectl --kubeconfig "$cluster_kc" -n kube-node-lease delete lease --all >/dev/null
+      stop_leftovers kwok-controller
+      "${offline_env[@]}" kwokctl start cluster --name "$name" --wait 60s --timeout 2m 9>&- >/dev/null 2>&1 || true
+      log "restarted kwok after dropping the stale node leases"
     fi
   fi
 else

@@ -3,7 +3,8 @@
 The session fixture ``kube`` brings up a dedicated cluster (``QDD_TEST_CLUSTER``, default
 ``qdd-test``, kubeconfig ``.qdd/kubeconfig-test``) with the project's own scripts —
 hack/build-tools.sh (builds or copies the pinned binaries), hack/cluster-up.sh — and tears it
-down with hack/cluster-down.sh at the end of the session unless ``QDD_KEEP_CLUSTER=1``.
+down with hack/cluster-down.sh at the end of the session unless ``QDD_KEEP_CLUSTER=1``. Test
+sessions of one checkout that use the same cluster run one after the other (a file lock).
 
 Fixtures for any test under tests/integration/:
 
@@ -16,11 +17,12 @@ Fixtures for any test under tests/integration/:
   ``kubernetes.client.ApiClient`` for this cluster.
 * ``kubectl`` (session) -> ``kube.kubectl``.
 * ``namespace`` (function) -> name of a fresh namespace whose ``default`` ServiceAccount exists;
-  deleted (without waiting) after the test.
+  deleted after the test (teardown waits until its pods are gone, not for the namespace).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -123,10 +125,25 @@ def _run_script(script: str, env: dict, log_name: str, timeout: float) -> float:
     return took
 
 
+def _session_lock(cluster: str):
+    """Serializes test sessions of one checkout that use the same cluster (one would tear the
+    cluster down under the other). Held until the process ends; not inherited by children."""
+    locks = REPO / ".qdd" / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    f = open(locks / f"test-session-{cluster}.lock", "w")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print(f"another test session uses cluster {cluster}; waiting for it to finish")
+        fcntl.flock(f, fcntl.LOCK_EX)
+    return f
+
+
 @pytest.fixture(scope="session")
 def kube() -> Kube:
     cluster = os.environ.get("QDD_TEST_CLUSTER", "qdd-test")
     kubeconfig = Path(os.environ.get("QDD_TEST_KUBECONFIG", REPO / ".qdd" / "kubeconfig-test"))
+    lock = _session_lock(cluster)
     k = Kube(cluster, kubeconfig)
     # Builds missing binaries (about 18 min cold on 2 cores) or copies them from the cache.
     if any(not (BIN / t).exists() for t in TOOLS) or shutil.which("go", path=k.env["PATH"]):
@@ -138,6 +155,7 @@ def kube() -> Kube:
     finally:
         if not keep:
             _run_script("cluster-down.sh", k.env, f"cluster-down-{cluster}.log", 120)
+        lock.close()
 
 
 @pytest.fixture(scope="session")
@@ -152,4 +170,12 @@ def namespace(kube: Kube):
     kube.wait_for(lambda: kube.exists("serviceaccount", "default", name), timeout=60,
                   desc=f"serviceaccount default in {name}")
     yield name
+    # Delete the namespace without waiting for it to go, but wait until its pods are gone so
+    # that the next test finds every GPU tray free again.
     kube.kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found", check=False)
+    try:
+        kube.wait_for(lambda: not kube.kubectl("get", "pods", "-n", name, "-o", "name",
+                                               check=False).stdout.strip(),
+                      timeout=90, interval=0.5, desc=f"pods of namespace {name} deleted")
+    except AssertionError as e:  # a teardown problem must not fail the test itself
+        print(f"warning: {e}")

@@ -137,6 +137,34 @@ k8s_ldflags() {
   echo "$f"
 }
 
+kwok_ldflags="-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v} -X sigs.k8s.io/kwok/pkg/consts.KubeVersion=${KUBERNETES_VERSION#v}"
+
+# Helm's default capabilities (helm template, lint) follow the client-go it was built with, as
+# its own Makefile does: client-go v0.X.Y -> Kubernetes 1.X.
+helm_ldflags() {
+  local mod cg minor
+  mod=$(cd "$tmp" && go mod download -json "helm.sh/helm/v3@$HELM_VERSION" |
+    sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')
+  cg=$(awk '$1=="k8s.io/client-go"{print $2; exit}' "$mod")
+  minor=${cg#v0.}; minor=${minor%%.*}
+  local f="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+  local p
+  for p in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
+    f+=" -X $p.k8sVersionMajor=1 -X $p.k8sVersionMinor=$minor"
+  done
+  echo "$f"
+}
+
+# How each tool is built (beyond the pinned versions); a binary whose recipe changed is rebuilt.
+recipe() {
+  case $1 in
+    kube-*) echo "k8s $(k8s_ldflags)" ;;
+    etcd) echo "etcd -s -w" ;;
+    kwok|kwokctl) echo "kwok $kwok_ldflags" ;;
+    helm) echo "helm $(helm_ldflags)" ;;
+  esac
+}
+
 # build NAME: leaves $tmp/NAME (or the NAMEs it produces) and moves them into the cache.
 build_one() {
   local name=$1 t0 t1
@@ -151,14 +179,15 @@ build_one() {
         -o "$tmp/etcd" go.etcd.io/etcd/server/v3) ;;
     kwok|kwokctl)
       (cd "$tmp" && GOBIN="$tmp" go install -p "$jobs" -trimpath \
-        -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v} -X sigs.k8s.io/kwok/pkg/consts.KubeVersion=${KUBERNETES_VERSION#v}" \
+        -ldflags "$kwok_ldflags" \
         "sigs.k8s.io/kwok/cmd/$name@$KWOK_VERSION") ;;
     helm)
       (cd "$tmp" && GOBIN="$tmp" go install -p "$jobs" -trimpath \
-        -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean" \
+        -ldflags "$(helm_ldflags)" \
         "helm.sh/helm/v3/cmd/helm@$HELM_VERSION") ;;
     *) echo "build-tools: unknown tool $name" >&2; exit 1 ;;
   esac
+  recipe "$name" > "$cache/.$name.recipe"
   mv -f "$tmp/$name" "$cache/$name"
   t1=$(date +%s)
   timings+=("$name=$((t1 - t0))s")
@@ -168,11 +197,12 @@ build_one() {
 tools=("${k8s_cmds[@]}" etcd kwok kwokctl helm)
 missing=()
 for name in "${tools[@]}"; do
-  if [ "${QDD_FORCE_BUILD:-0}" = 1 ] || [ ! -x "$cache/$name" ]; then missing+=("$name"); fi
+  if [ "${QDD_FORCE_BUILD:-0}" = 1 ] || [ ! -x "$cache/$name" ] ||
+     [ "$(cat "$cache/.$name.recipe" 2>/dev/null)" != "$(recipe "$name")" ]; then missing+=("$name"); fi
 done
 
 if [ ${#missing[@]} -gt 0 ]; then
-  log "to build (cold, ~18 min on 2 cores if Go's build cache is empty): ${missing[*]}"
+  log "to build: ${missing[*]} (all of them from an empty Go build cache: ~10-18 min on 2 cores)"
   need_k8s=0; need_etcd=0
   for n in "${missing[@]}"; do
     case $n in kube-*) need_k8s=1 ;; etcd) need_etcd=1 ;; esac

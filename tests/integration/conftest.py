@@ -12,9 +12,10 @@ Fixtures for any test under tests/integration/:
   ``kube.cluster``, ``kube.env`` (environment for subprocesses: KUBECONFIG, PATH with
   .qdd/bin), ``kube.kubectl(*args, input=None, check=True, timeout=120)`` ->
   ``CompletedProcess`` (text), ``kube.get(kind, name=None, namespace=None, selector=None)`` ->
-  parsed JSON, ``kube.apply(obj_or_yaml, namespace=None)``, ``kube.wait_for(fn, timeout=60,
+  parsed JSON, ``kube.exists(kind, name, namespace=None)`` -> bool, ``kube.apply(obj_or_yaml, namespace=None)``, ``kube.wait_for(fn, timeout=60,
   interval=0.5, desc="")`` -> first truthy value of ``fn()``, ``kube.api_client()`` -> a
-  ``kubernetes.client.ApiClient`` for this cluster.
+  ``kubernetes.client.ApiClient`` for this cluster, ``kube.timings`` (seconds taken by
+  build-tools / cluster-up).
 * ``kubectl`` (session) -> ``kube.kubectl``.
 * ``namespace`` (function) -> name of a fresh namespace whose ``default`` ServiceAccount exists;
   deleted after the test (teardown waits until its pods are gone, not for the namespace).
@@ -145,11 +146,17 @@ def kube() -> Kube:
     kubeconfig = Path(os.environ.get("QDD_TEST_KUBECONFIG", REPO / ".qdd" / "kubeconfig-test"))
     lock = _session_lock(cluster)
     k = Kube(cluster, kubeconfig)
-    # Builds missing binaries (about 18 min cold on 2 cores) or copies them from the cache.
+    # Builds missing binaries (about 10 min cold on 2 cores) or links them from the cache.
     if any(not (BIN / t).exists() for t in TOOLS) or shutil.which("go", path=k.env["PATH"]):
         k.timings["build-tools"] = _run_script("build-tools.sh", k.env, "build-tools.log", 3600)
     keep = os.environ.get("QDD_KEEP_CLUSTER") == "1"
-    k.timings["cluster-up"] = _run_script("cluster-up.sh", k.env, f"cluster-up-{cluster}.log", 600)
+    try:
+        k.timings["cluster-up"] = _run_script("cluster-up.sh", k.env, f"cluster-up-{cluster}.log", 600)
+    except BaseException:
+        if not keep:  # leave no half-started control plane behind
+            subprocess.run(["bash", str(REPO / "hack" / "cluster-down.sh")], env=k.env, cwd=REPO,
+                           capture_output=True, timeout=120)
+        raise
     try:
         yield k
     finally:

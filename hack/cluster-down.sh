@@ -24,18 +24,20 @@ if [ "${QDD_CLUSTER_LOCK_HELD:-}" != "$name" ]; then  # set by cluster-up when i
   if ! flock -w 600 9; then echo "cluster-down: timed out waiting for the lock of cluster $name" >&2; exit 1; fi
 fi
 
-# 1. The driver test double (its pid file says which process; never matched by name).
-pidf="$state/fake-compute-domain-driver.pid"
-if [ -s "$pidf" ]; then
-  pid=$(cat "$pidf")
-  if kill -0 "$pid" 2>/dev/null && tr '\0' ' ' < "/proc/$pid/cmdline" | grep -q fake_compute_domain_driver.py; then
-    kill -TERM "$pid"
-    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    if kill -0 "$pid" 2>/dev/null; then log "driver did not exit on SIGTERM; killing"; kill -KILL "$pid" || true; fi
-    log "stopped fake ComputeDomain driver (pid $pid)"
+# 1. The test doubles (their pid files say which process; never matched by name alone).
+for double in fake_compute_domain_driver fake_preflight_result; do
+  pidf="$state/${double//_/-}.pid"
+  if [ -s "$pidf" ]; then
+    pid=$(cat "$pidf")
+    if kill -0 "$pid" 2>/dev/null && tr '\0' ' ' < "/proc/$pid/cmdline" | grep -q "$double.py"; then
+      kill -TERM "$pid"
+      for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      if kill -0 "$pid" 2>/dev/null; then log "$double did not exit on SIGTERM; killing"; kill -KILL "$pid" || true; fi
+      log "stopped $double (pid $pid)"
+    fi
+    rm -f "$pidf"
   fi
-  rm -f "$pidf"
-fi
+done
 
 # 2. The control plane: kwokctl stops the components it started and deletes the cluster's data;
 # any component still alive after that (its pid recorded by kwokctl, its command line naming this

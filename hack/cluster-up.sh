@@ -5,7 +5,8 @@
 #   18 fake GB200 nodes per rack (4 nvidia.com/gpu each, arm64, GPU Feature Discovery labels, one
 #   NVLink clique label per rack) + 2 CPU-only amd64 nodes;
 #   the ComputeDomain CRD stand-in (crds/test/), DRA DeviceClass + ResourceSlices with fake IMEX
-#   channels, and the ComputeDomain driver test double (hack/fake_compute_domain_driver.py).
+#   channels, and two test doubles: the ComputeDomain driver (hack/fake_compute_domain_driver.py)
+#   and the GPUs behind the KV-transfer preflight (hack/fake_preflight_result.py).
 #
 # Usage: hack/cluster-up.sh [--racks N] [--channels N]
 # Env:   QDD_CLUSTER  cluster name (default qdd)
@@ -176,28 +177,30 @@ k wait --for=condition=Ready node -l qdd.dev/simulated=true --timeout=180s >/dev
 ready=$(k get nodes -l qdd.dev/simulated=true -o jsonpath='{range .items[*]}{range .status.conditions[?(@.type=="Ready")]}{.status}{"\n"}{end}{end}' | grep -c True || true)
 log "all $ready simulated nodes Ready"
 
-# --- the ComputeDomain driver test double --------------------------------------------------------
+# --- the test doubles: NVIDIA's ComputeDomain driver, and the GPUs behind the KV-transfer preflight --
 mkdir -p "$state"
-pidf="$state/fake-compute-domain-driver.pid"
-dlog="$state/fake-compute-domain-driver.log"
-running=0
-if [ -s "$pidf" ]; then
-  pid=$(cat "$pidf")
-  if kill -0 "$pid" 2>/dev/null && tr '\0' ' ' < "/proc/$pid/cmdline" | grep -q fake_compute_domain_driver.py; then running=1; fi
-fi
-if [ $running = 1 ]; then
-  log "fake ComputeDomain driver (test double) already running, pid $pid"
-else
+for double in fake_compute_domain_driver fake_preflight_result; do
+  pidf="$state/${double//_/-}.pid"
+  dlog="$state/${double//_/-}.log"
+  running=0
+  if [ -s "$pidf" ]; then
+    pid=$(cat "$pidf")
+    if kill -0 "$pid" 2>/dev/null && tr '\0' ' ' < "/proc/$pid/cmdline" | grep -q "$double.py"; then running=1; fi
+  fi
+  if [ $running = 1 ]; then
+    log "$double (test double) already running, pid $pid"
+    continue
+  fi
   seen=0; [ -f "$dlog" ] && seen=$(wc -l < "$dlog")
-  setsid "$py" -u hack/fake_compute_domain_driver.py --kubeconfig "$cluster_kc" >> "$dlog" 2>&1 < /dev/null 9>&- &
+  setsid "$py" -u "hack/$double.py" --kubeconfig "$cluster_kc" >> "$dlog" 2>&1 < /dev/null 9>&- &
   pid=$!
   echo "$pid" > "$pidf"
   for _ in $(seq 1 100); do
     tail -n +$((seen + 1)) "$dlog" 2>/dev/null | grep -q "started" && break
-    kill -0 "$pid" 2>/dev/null || { echo "cluster-up: fake driver exited; see $dlog" >&2; tail -n 20 "$dlog" >&2; exit 1; }
+    kill -0 "$pid" 2>/dev/null || { echo "cluster-up: $double exited; see $dlog" >&2; tail -n 20 "$dlog" >&2; exit 1; }
     sleep 0.1
   done
-  log "fake ComputeDomain driver (test double) started, pid $pid, log .qdd/clusters/$name/fake-compute-domain-driver.log"
-fi
+  log "$double (test double) started, pid $pid, log .qdd/clusters/$name/${double//_/-}.log"
+done
 
 log "cluster $name up: kubectl --kubeconfig ${KUBECONFIG#"$root"/} --context $ctx"

@@ -79,7 +79,7 @@ def test_base_example_goes_ready_in_one_clique(kube, operator, namespace, path):
     assert obj["status"]["gpus"] == 2 * n + 8
 
     nodes = {x["metadata"]["name"]: x["metadata"]["labels"] for x in kube.get("nodes")["items"]}
-    engine = [p for p in pods(kube, name, namespace) if p["metadata"]["labels"]["qdd.dev/role"] != "router"]
+    engine = [p for p in pods(kube, name, namespace) if p["metadata"]["labels"]["qdd.dev/role"] in ("prefill", "decode")]
     assert len(engine) == n + 2
     assert all(p["status"]["phase"] == "Running" for p in engine)
     assert {nodes[p["spec"]["nodeName"]]["kubernetes.io/arch"] for p in engine} == {"arm64"}
@@ -90,8 +90,9 @@ def test_base_example_goes_ready_in_one_clique(kube, operator, namespace, path):
     assert set(decode) == {"leader", "worker"}
     assert decode["leader"]["spec"]["nodeName"] != decode["worker"]["spec"]["nodeName"]
 
-    # The IMEX channel claims: one per engine pod, allocated and reserved by the real scheduler.
-    claims = kube.get("resourceclaims", namespace=namespace)["items"]
+    # The IMEX channel claims: one per engine pod (and per preflight pod), allocated and reserved
+    # by the real scheduler.
+    claims = [c for c in kube.get("resourceclaims", namespace=namespace)["items"] if "preflight" not in c["metadata"]["name"]]
     assert len(claims) == n + 2
     for c in claims:
         alloc = c["status"]["allocation"]["devices"]["results"]
@@ -204,7 +205,7 @@ def test_operator_killed_mid_reconcile_leaves_no_duplicates(kube, operator, name
     wait_ready(kube, name, namespace)
     all_pods = pods(kube, name, namespace)
     names = [p["metadata"]["name"] for p in all_pods]
-    assert len(names) == len(set(names)) == 4 + 2 + 1
+    assert len(names) == len(set(names)) == 4 + 2 + 1 + 2  # prefill, decode, router, preflight serve/fetch
     for kind in ("statefulsets", "services", "deployments", "computedomains", "roles", "rolebindings", "serviceaccounts"):
         items = kube.get(kind, namespace=namespace, selector=f"qdd.dev/deployment={name}")["items"]
         assert items, kind

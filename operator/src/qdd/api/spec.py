@@ -150,6 +150,12 @@ class UCXSpec(ApiModel):
     memtype_cache: bool = Field(False, description="UCX_MEMTYPE_CACHE.")
 
 
+class PreflightSpec(ApiModel):
+    enabled: bool = Field(True, description="Move real cache-shaped bytes prefill→decode through NIXL before Ready (KVTransferReady). False skips it.")
+    min_bulk_gbps: float = Field(50.0, gt=0, description="Floor of the bulk NIXL read, GB/s; below it KVTransferReady is False (TCP fallback reads at ~0.5).")
+    max_request_ms: float = Field(10.0, gt=0, description="Ceiling for moving one workload request's cache (ISL+OSL tokens), ms.")
+
+
 class KVTransferSpec(ApiModel):
     connector: Literal["NixlConnector"] = Field("NixlConnector", description="KV connector (kv_connector).")
     side_channel_port: int = Field(5600, ge=1024, le=65000, description="VLLM_NIXL_SIDE_CHANNEL_PORT base; each engine core listens on base + its global DP rank.")
@@ -157,6 +163,7 @@ class KVTransferSpec(ApiModel):
     load_failure_policy: Literal["fail", "recompute"] = Field("fail", description="kv_load_failure_policy.")
     backends: list[Literal["UCX", "LIBFABRIC", "GDS", "MOONCAKE"]] = Field(default_factory=lambda: ["UCX"], max_length=4, json_schema_extra={"default": ["UCX"]}, description="NIXL backends (kv_connector_extra_config.backends).")
     ucx: UCXSpec = Field(default_factory=UCXSpec, json_schema_extra={"default": {}}, description="UCX transport settings of every P/D pod.")
+    preflight: PreflightSpec = Field(default_factory=PreflightSpec, json_schema_extra={"default": {}}, description="KV-transfer preflight Jobs (one serve/fetch pair per decode endpoint).")
 
 
 class PortsSpec(ApiModel):

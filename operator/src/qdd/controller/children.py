@@ -21,6 +21,7 @@ MANAGED_KINDS: list[tuple[str, str]] = [
     ("rbac.authorization.k8s.io/v1", "RoleBinding"),
     ("v1", "Service"),
     ("apps/v1", "StatefulSet"),
+    ("batch/v1", "Job"),
     ("v1", "Pod"),
     ("apps/v1", "Deployment"),
 ]
@@ -54,10 +55,13 @@ def with_owner(obj: dict[str, Any], owner: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass
 class Diff:
-    """``apply``: objects to server-side apply; ``prune``: (apiVersion, kind, name) to delete."""
+    """``apply``: objects to server-side apply; ``prune``: (apiVersion, kind, name) to delete;
+    ``replace``: immutable objects (Jobs) whose desired manifest changed: deleted now, created
+    again by a later pass once gone."""
 
     apply: list[dict[str, Any]] = field(default_factory=list)
     prune: list[tuple[str, str, str]] = field(default_factory=list)
+    replace: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 def diff(desired: list[dict[str, Any]], observed: list[dict[str, Any]], owner_uid: str) -> Diff:
@@ -68,12 +72,15 @@ def diff(desired: list[dict[str, Any]], observed: list[dict[str, Any]], owner_ui
     out = Diff()
     for d in desired:
         o = seen.get(key(d))
+        have = (o["metadata"].get("annotations") or {}).get(APPLIED_HASH) if o else None
+        changed = have != d["metadata"]["annotations"][APPLIED_HASH]
         if o is None:
             out.apply.append(d)
-        elif d["kind"] != "Pod":
-            have = (o["metadata"].get("annotations") or {}).get(APPLIED_HASH)
-            if have != d["metadata"]["annotations"][APPLIED_HASH]:
-                out.apply.append(d)
+        elif d["kind"] == "Job":
+            if changed and not o["metadata"].get("deletionTimestamp"):
+                out.replace.append((d["apiVersion"], d["kind"], d["metadata"]["name"]))
+        elif d["kind"] != "Pod" and changed:
+            out.apply.append(d)
     wanted = {key(d) for d in desired}
     for o in observed:
         if key(o) not in wanted and owned(owner_uid, o):

@@ -16,6 +16,9 @@ from typing import Any
 from ..api import parse_resource
 from ..errors import SpecError
 from ..plan import build_plan
+from ..preflight.observe import kv_transfer_verdict
+from ..preflight.render import PreflightOptions, preflight_objects
+from ..preflight.verdict import Thresholds
 from ..render import render
 from . import metrics
 from .children import diff, key, with_owner
@@ -99,10 +102,12 @@ class Reconciler:
         self.managed.add((namespace, name))
         metrics.MANAGED.set(len(self.managed))
         uid = cr["metadata"]["uid"]
-        plan, errors, desired = None, [], []
+        plan, errors, desired, preflight = None, [], [], []
         try:
             plan = build_plan(parse_resource(cr))
-            desired = [with_owner(o, cr) for o in render(plan)]
+            if plan.spec.kv_transfer.preflight.enabled:
+                preflight = [with_owner(o, cr) for o in preflight_objects(plan, PreflightOptions())]
+            desired = [with_owner(o, cr) for o in render(plan)] + preflight
         except SpecError as e:
             errors = [str(x) for x in e.errors]
 
@@ -129,7 +134,7 @@ class Reconciler:
                     continue
                 kube.apply(obj)
                 wrote = True
-            for api_version, kind, child in d.prune:
+            for api_version, kind, child in d.prune + d.replace:
                 kube.delete(api_version, kind, namespace, child)
                 wrote = True
             if wrote:
@@ -137,7 +142,13 @@ class Reconciler:
                 states = group_states(desired, observed)
 
         cd_ready = kube.compute_domain_ready(namespace, name) if plan is not None and plan.compute_domain else None
-        status = compute_status(cr, plan, errors, Observed({key(o): o for o in observed}, states), _now(), cd_ready)
+        kv = None
+        if plan is not None and preflight:
+            pf = plan.spec.kv_transfer.preflight
+            kv = kv_transfer_verdict(preflight, observed, Thresholds(min_bulk_gbps=pf.min_bulk_gbps,
+                                                                     max_request_ms=pf.max_request_ms))
+        status = compute_status(cr, plan, errors, Observed({key(o): o for o in observed}, states), _now(), cd_ready,
+                                kv)
         old = cr.get("status") or {}
         if without_times(status) != without_times({k: old.get(k) for k in status}):
             kube.patch_status(namespace, name, status)

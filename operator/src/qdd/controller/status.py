@@ -14,6 +14,8 @@ from typing import Any
 from .. import labels, names
 from ..plan import Plan
 from ..plan.summary import summary
+from ..preflight.result import parse_termination_message
+from ..preflight.verdict import Verdict
 from .groups import GroupState, pod_ready
 
 
@@ -67,10 +69,24 @@ def _merge_times(new: list[dict[str, Any]], old: list[dict[str, Any]], now: str)
     return new
 
 
+def _preflight_result(obs: Observed) -> dict[str, Any] | None:
+    """The first fetch result a current preflight pod reported (the Verdict covers every pair)."""
+    for pod in obs.of_kind("Pod"):
+        lab = pod["metadata"].get("labels") or {}
+        if lab.get(f"{labels.GROUP}/preflight") != "fetch" or pod["metadata"].get("deletionTimestamp"):
+            continue
+        for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+            result = parse_termination_message(((cs.get("state") or {}).get("terminated") or {}).get("message"))
+            if result is not None:
+                return result
+    return None
+
+
 def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs: Observed, now: str,
-                   compute_domain_ready: bool | None) -> dict[str, Any]:
+                   compute_domain_ready: bool | None, kv: Verdict | None = None) -> dict[str, Any]:
     """The whole ``.status``. ``errors``: plan errors (empty when the spec is valid).
-    ``compute_domain_ready``: None when no ComputeDomain is used."""
+    ``compute_domain_ready``: None when no ComputeDomain is used. ``kv``: the KV-transfer
+    preflight's verdict, None when the preflight is turned off."""
     meta = cr["metadata"]
     name, gen = meta["name"], meta.get("generation")
     spec = cr.get("spec") or {}
@@ -106,13 +122,20 @@ def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs
     degraded_msg = "; ".join(f"{g.role} endpoint {g.endpoint}: {g.broken or 'pods terminating'}; recreating the whole group"
                              for g in broken)
     conds.append(_cond("Degraded", bool(broken), "GroupRestarting" if broken else "AsExpected", degraded_msg, gen))
+    if valid:
+        conds.append(_cond("KVTransferReady", kv is None or kv.passed,
+                           "PreflightDisabled" if kv is None else kv.reason,
+                           "spec.kvTransfer.preflight.enabled is false" if kv is None else kv.message, gen))
+    kv_ok = kv is None or kv.passed
     counts = f"prefill {p.ready}/{p.endpoints}, decode {d.ready}/{d.endpoints} endpoints ready" + (
         "" if router_ok else ", router not available")
-    all_ready = valid and cd_ok and p.ready == p.endpoints and d.ready == d.endpoints and router_ok
+    all_ready = valid and cd_ok and p.ready == p.endpoints and d.ready == d.endpoints and router_ok and kv_ok
     if not valid:
         reason, msg = "InvalidSpec", "; ".join(errors)
     elif not cd_ok:
         reason, msg = "ComputeDomainNotReady", counts
+    elif not kv_ok and p.ready == p.endpoints and d.ready == d.endpoints and kv is not None:
+        reason, msg = "KVTransferNotReady", f"{counts}; KV transfer: {kv.message}"
     elif all_ready:
         reason, msg = "AllEndpointsReady", counts
     else:
@@ -149,6 +172,14 @@ def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs
         }
         if plan.router.replicas > 0:
             status["routerEndpoint"] = f"http://{names.router(name)}.{ns}.svc:{plan.router.port}"
+        if kv is not None:
+            res = _preflight_result(obs) or {}
+            req = res.get("request_ms") if isinstance(res.get("request_ms"), dict) else {}
+            status["kvTransfer"] = {
+                "passed": kv.passed if kv.status != "Unknown" else None, "reason": kv.reason,
+                "bulkGbps": res.get("bulk_gbps"), "requestMs": req.get("coalesced"),
+                "transports": list(res.get("transports") or []),
+            }
     elif (cr.get("status") or {}).get("plan"):
         status["plan"] = cr["status"]["plan"]
     return drop_none(status)

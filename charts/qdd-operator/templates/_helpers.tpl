@@ -1,0 +1,113 @@
+{{/* Names and labels shared by every template. */}}
+
+{{- define "qdd-operator.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "qdd-operator.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "qdd-operator.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "qdd-operator.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "qdd-operator.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "qdd-operator.labels" -}}
+{{ include "qdd-operator.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: qdd
+helm.sh/chart: {{ include "qdd-operator.chart" . }}
+{{- end }}
+
+{{- define "qdd-operator.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "qdd-operator.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "qdd-operator.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/*
+Rules for the objects the operator handles inside a namespace. Used by the ClusterRole
+(cluster-scoped mode) and by the Role in every watched namespace (namespace-scoped mode).
+docs/install.md ("RBAC") says why each verb is there; tests/unit/test_chart.py pins them.
+Server-side apply is a PATCH; when the object does not exist yet the API server also checks
+`create`, so every applied kind has both.
+*/}}
+{{- define "qdd-operator.namespacedRules" -}}
+# QwenDisaggDeployments: kopf lists and watches them and keeps its bookkeeping in their
+# annotations (patch); every reconcile reads the object fresh (get). Never update: the operator
+# does not write spec.
+- apiGroups: ["qdd.dev"]
+  resources: ["qwendisaggdeployments"]
+  verbs: ["get", "list", "watch", "patch"]
+# Status is written through the status subresource only (merge patch).
+- apiGroups: ["qdd.dev"]
+  resources: ["qwendisaggdeployments/status"]
+  verbs: ["patch"]
+# Children carry an owner reference with blockOwnerDeletion; where the
+# OwnerReferencesPermissionEnforcement admission plugin is on, that needs update on finalizers.
+- apiGroups: ["qdd.dev"]
+  resources: ["qwendisaggdeployments/finalizers"]
+  verbs: ["update"]
+# Events on the custom resource (InvalidSpec, Ready, GroupRestart; kopf's warnings).
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create"]
+# Engine pods: decode groups are bare pods the operator creates (apply), watches, lists and
+# deletes together; `get` because the router's Role grants pods get/list/watch, and RBAC lets a
+# subject grant only what it holds.
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+# Headless Services for DP rendezvous, the router Service, the router's ServiceAccount.
+- apiGroups: [""]
+  resources: ["services", "serviceaccounts"]
+  verbs: ["list", "create", "patch", "delete"]
+# Prefill StatefulSet and router Deployment: applied, watched for status, pruned.
+- apiGroups: ["apps"]
+  resources: ["statefulsets", "deployments"]
+  verbs: ["list", "watch", "create", "patch", "delete"]
+# KV-transfer preflight Jobs (created, replaced when their manifest changes, pruned).
+- apiGroups: ["batch"]
+  resources: ["jobs"]
+  verbs: ["list", "create", "patch", "delete"]
+# The router's Role and RoleBinding (pods get/list/watch for service discovery).
+- apiGroups: ["rbac.authorization.k8s.io"]
+  resources: ["roles", "rolebindings"]
+  verbs: ["list", "create", "patch", "delete"]
+# One ComputeDomain per deployment (NVIDIA DRA driver); get reads its readiness.
+- apiGroups: ["resource.nvidia.com"]
+  resources: ["computedomains"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+{{- end }}
+
+{{/* kopf watches CRDs to notice resources that appear or change while it runs. */}}
+{{- define "qdd-operator.crdRules" -}}
+- apiGroups: ["apiextensions.k8s.io"]
+  resources: ["customresourcedefinitions"]
+  verbs: ["list", "watch"]
+{{- end }}

@@ -21,6 +21,7 @@ setup: venv tools vllm-venv
 
 crds: venv
 	$(PY) -m qdd.cli crd -o crds/qdd.dev_qwendisaggdeployments.yaml
+	cp crds/qdd.dev_qwendisaggdeployments.yaml charts/qdd-operator/files/crds/
 
 test: setup
 	$(PY) -m pytest -q tests

@@ -36,7 +36,7 @@ IMEX channel / ComputeDomain side is a test double for NVIDIA's DRA driver. The 
 etcd, scheduler, controller-manager and the operator are real.
 
 Look further:
-  export KUBECONFIG=$KUBECONFIG PATH=$root/.qdd/bin:\$PATH
+  export KUBECONFIG=$KUBECONFIG PATH=$root/.qdd/bin:$root/.qdd/venv/bin:\$PATH
   kubectl get qdd -n $ns
   kubectl describe qdd $name -n $ns
   kubectl get pods -n $ns -l qdd.dev/deployment=$name -o wide

@@ -34,7 +34,7 @@ def main(namespace: str, name: str) -> None:
     for p in sorted(pods, key=lambda p: p.metadata.name):
         role = p.metadata.labels.get("qdd.dev/role")
         kind = (role, p.metadata.labels.get("qdd.dev/group-role"))
-        if role == "router" or kind in seen:
+        if role not in ("prefill", "decode") or kind in seen:
             continue
         seen.add(kind)
         args = p.spec.containers[0].args or []
@@ -45,7 +45,7 @@ def main(namespace: str, name: str) -> None:
                 shown.append(f"{a} {nxt}".strip())
         env = {e.name: (e.value if e.value is not None else "<" + (e.value_from.field_ref.field_path if e.value_from and e.value_from.field_ref else "ref") + ">")
                for e in p.spec.containers[0].env or []}
-        print(f"{role} ({kind[1]}, e.g. {p.metadata.name}):")
+        print(f"{role} ({kind[1]}, e.g. {p.metadata.name}), the sizing and P/D flags (`qdd render` shows all):")
         print("  vllm serve " + args[0] + " " + " ".join(shown))
         print("  env: " + " ".join(f"{k}={v}" for k, v in env.items()))
 

@@ -13,13 +13,20 @@ liveness=${QDD_LIVENESS_PORT:-18081}
 
 running() { [ -s "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
 
+port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
 start() {
   if running; then echo "operator already running (pid $(cat "$pidfile"))"; return; fi
+  for p in "$metrics" "$liveness"; do
+    if port_busy "$p"; then
+      echo "port $p is already in use (another operator?): set QDD_METRICS_PORT / QDD_LIVENESS_PORT" >&2; exit 1
+    fi
+  done
   nohup "$root/.qdd/venv/bin/qdd" run --metrics-port "$metrics" --liveness-port "$liveness" \
     --resync-seconds "${QDD_RESYNC_SECONDS:-30}" >>"$logfile" 2>&1 &
   echo $! >"$pidfile"
   for _ in $(seq 1 100); do
-    if curl -fsS "http://127.0.0.1:$liveness/healthz" >/dev/null 2>&1; then
+    if running && curl -fsS "http://127.0.0.1:$liveness/healthz" >/dev/null 2>&1 && sleep 0.5 && running; then
       echo "operator running (pid $(cat "$pidfile")); metrics http://127.0.0.1:$metrics/metrics; log $logfile"
       return
     fi

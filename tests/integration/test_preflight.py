@@ -42,8 +42,8 @@ def test_tcp_fallback_is_reported_not_ready(kube, operator, namespace):  # noqa:
     def verdict():
         obj = kube.get("qdd", name, namespace)
         kv = condition(obj, "KVTransferReady")
-        return kv.get("status") == "False" and obj
-    obj = kube.wait_for(verdict, timeout=90, desc="KVTransferReady=False")
+        return kv.get("status") == "False" and kv.get("reason") != "PreflightPending" and obj
+    obj = kube.wait_for(verdict, timeout=90, desc="KVTransferReady=False with the preflight's verdict")
     kv = condition(obj, "KVTransferReady")
     assert kv["reason"] == "TCPFallback"
     assert "UCX used tcp at 0.49 GB/s; expected cuda_ipc/NVLink" in kv["message"]

@@ -18,7 +18,7 @@ from .api.crd import crd
 from .errors import SpecError
 from .plan import build_plan
 from .plan.summary import summary, table
-from .render import render, to_yaml
+from .render import render_all, to_yaml
 
 EXIT_INVALID = 2
 
@@ -27,7 +27,11 @@ def _documents(paths: list[str]) -> list[tuple[str, Any]]:
     docs = []
     for p in paths:
         text = sys.stdin.read() if p == "-" else Path(p).read_text()
-        found = [doc for doc in yaml.safe_load_all(text) if doc]
+        try:
+            found = [doc for doc in yaml.safe_load_all(text) if doc]
+        except yaml.YAMLError as e:
+            print(f"error: {p}: not valid YAML: {e}".replace('"<unicode string>"', p), file=sys.stderr)
+            raise SystemExit(EXIT_INVALID) from None
         if not found:
             print(f"error: {p}: no QwenDisaggDeployment in it", file=sys.stderr)
             raise SystemExit(EXIT_INVALID)
@@ -61,7 +65,7 @@ def cmd_plan(args: argparse.Namespace) -> None:
 def cmd_render(args: argparse.Namespace) -> None:
     objs = []
     for p in _plans(args.filename):
-        objs += render(p)
+        objs += render_all(p)
     sys.stdout.write(to_yaml(objs))
 
 
@@ -122,6 +126,13 @@ def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     try:
         args.func(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # `qdd render ... | head`: the reader left; not an error of ours.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(0) from None
     except FileNotFoundError as e:
         print(f"error: {e.filename}: no such file", file=sys.stderr)
         raise SystemExit(EXIT_INVALID) from None

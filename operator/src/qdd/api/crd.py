@@ -91,7 +91,7 @@ PRINTER_COLUMNS = [
     {"name": "GPUs", "type": "integer", "jsonPath": ".status.gpus", "description": "GPUs requested by engine pods."},
     {"name": "Concurrency", "type": "integer", "jsonPath": ".spec.workload.concurrency", "description": "Target concurrent requests."},
     {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},
-    {"name": "Reason", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].reason', "priority": 1},
+    {"name": "Reason", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].reason'},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]
 

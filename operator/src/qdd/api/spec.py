@@ -67,6 +67,7 @@ class ModelSpec(ApiModel):
     name: str = Field(min_length=1, description="HF model id or path, passed to `vllm serve` (e.g. nvidia/Qwen3.5-397B-A17B-NVFP4). Must be identical on prefill and decode.")
     served_model_name: str | None = Field(None, description="Name clients send in requests (--served-model-name). Default: the last part of name.")
     architecture: ArchitectureSpec | None = Field(None, description="Inline architecture numbers for a model the catalog lacks.")
+    quantization: Literal["auto", "nvfp4", "fp8", "bfloat16"] = Field("auto", description="How the checkpoint stores its weights (sizes the memory model). auto: from the name's suffix (-NVFP4, -FP8), else bfloat16.")
     source: ModelSourceSpec | None = Field(None, description="Where the weights come from. Default: the engine image or its own download.")
 
 
@@ -134,7 +135,7 @@ class DecodeSpec(RoleSpec):
 
 
 class ClusterSpec(ApiModel):
-    gpu_type: str = Field("GB200", description="GPU kind: GB200, B200, H200 or H100.")
+    gpu_type: Literal["GB200", "B200", "H200", "H100"] = Field("GB200", description="GPU kind (the catalog's): GB200, B200, H200 or H100.")
     gpus_per_node: int | None = Field(None, ge=1, le=8, description="GPUs per node. Default: the GPU kind's (GB200: 4).")
     same_nvlink_domain: bool = Field(True, alias="sameNVLinkDomain", description="Keep every P/D pod in one NVLink domain (pod affinity on nvidia.com/gpu.clique).")
     compute_domain: bool | None = Field(None, description="Create a ComputeDomain and claim its IMEX channel in every GPU pod. Default: on for multi-node NVLink GPUs (GB200).")

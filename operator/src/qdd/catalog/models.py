@@ -166,9 +166,10 @@ def supported_models() -> list[str]:
     return sorted(ARCHITECTURES)
 
 
-def resolve_checkpoint(model: str, architecture: Architecture | None = None) -> Checkpoint:
+def resolve_checkpoint(model: str, architecture: Architecture | None = None, quantization: str = "auto") -> Checkpoint:
     """Map an HF id or path (``nvidia/Qwen3.5-397B-A17B-NVFP4``, ``/models/Qwen3.5-27B``) to a
-    :class:`Checkpoint`. ``architecture`` given inline wins over the catalog.
+    :class:`Checkpoint`. ``architecture`` given inline wins over the catalog; ``quantization``
+    (nvfp4, fp8, bfloat16) wins over the name's suffix.
 
     Raises :class:`UnknownModelError` naming the supported architectures.
     """
@@ -192,6 +193,8 @@ def resolve_checkpoint(model: str, architecture: Architecture | None = None) -> 
             "name one of them in spec.model.architecture.name, or give its config.json numbers inline "
             "under spec.model.architecture"
         )
+    if quantization != "auto":
+        precision = {"bfloat16": "bf16"}.get(quantization, quantization)
     if precision == "nvfp4":
         return Checkpoint(arch, expert_dtype="nvfp4", dense_dtype="bfloat16", kv_cache_dtype_auto="fp8")
     if precision == "fp8":

@@ -180,7 +180,7 @@ def build_plan(resource: Resource) -> Plan:
     spec = resource.spec
     errors: list[FieldError] = []
     try:
-        ckpt = resolve_checkpoint(spec.model.name, _inline_architecture(spec))
+        ckpt = resolve_checkpoint(spec.model.name, _inline_architecture(spec), spec.model.quantization)
     except UnknownModelError as e:
         raise SpecError.one("spec.model.name", str(e)) from None
     try:
@@ -249,7 +249,7 @@ def build_plan(resource: Resource) -> Plan:
             "spec.workload.concurrency",
             f"{w.concurrency} concurrent requests exceed the predicted decode capacity of {cap.total} "
             f"({d.endpoints} × {decode.topology_name}: {cap.per_endpoint} per endpoint at {cap.request_bytes / 2**20:.0f} MiB "
-            f"per request of ~{cap.mean_tokens:.0f} tokens, {budget.cache_bytes / 2**30:.1f} GiB KV cache per rank); "
+            f"per request of ~{cap.mean_tokens:.0f} tokens, {budget.cache_bytes / 1e9:.1f} GB KV cache per rank); "
             f"it needs {cap.endpoints_needed} decode endpoints ({cap.endpoints_needed * decode.gpus_per_endpoint} decode GPUs): "
             f"raise spec.decode.endpoints to {cap.endpoints_needed} or lower the concurrency"))
     elif cap.tight:

@@ -93,7 +93,8 @@ def table(plan: Plan) -> str:
         f"{ca['attentionGroups']} attention + {ca['gdnGroups']} GDN groups x {ca['layersPerGroup']} layers",
         f"  request: ~{dc['meanResidentTokens']:,.0f} resident tokens (ISL {w.isl}, OSL {w.osl}, range ratio "
         f"{w.random_range_ratio}) -> {dc['requestBytes'] / MIB:,.0f} MiB with block rounding",
-        "  assumptions: weights from config.json parameter counts (NVFP4 experts, bf16 rest); activations, CUDA graphs",
+        f"  assumptions: weights from config.json parameter counts ({plan.checkpoint.expert_dtype} experts, "
+        f"{plan.checkpoint.dense_dtype} rest; spec.model.quantization); activations, CUDA graphs",
         f"  and non-torch memory are estimates; every client request resident on decode; +/-{CAPACITY_TOLERANCE:.0%} tolerance.",
     ]
     for warning in s["warnings"]:

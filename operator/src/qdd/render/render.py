@@ -22,7 +22,8 @@ _env = Environment(loader=PackageLoader("qdd.render", "templates"), undefined=St
 _env.filters["toyaml"] = lambda v: yaml.safe_dump(v, default_flow_style=False, sort_keys=True).rstrip()
 _env.filters["tojson"] = lambda v: json.dumps(v, sort_keys=True)
 
-KIND_ORDER = ["ComputeDomain", "ServiceAccount", "Role", "RoleBinding", "Service", "StatefulSet", "Pod", "Deployment"]
+KIND_ORDER = ["ComputeDomain", "ServiceAccount", "Role", "RoleBinding", "Service", "StatefulSet", "Job", "Pod",
+              "Deployment"]
 
 
 def _load_all(text: str) -> list[dict[str, Any]]:
@@ -114,6 +115,18 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
 
 
 _Dumper.add_representer(str, _str)
+
+
+def render_all(plan: Plan) -> list[dict[str, Any]]:
+    """Everything the operator applies: :func:`render` plus, unless the spec turns it off, the
+    KV-transfer preflight (:func:`qdd.preflight.render.preflight_objects`), in one order."""
+    from ..preflight.render import PreflightOptions, preflight_objects
+
+    objs = render(plan)
+    if plan.spec.kv_transfer.preflight.enabled:
+        objs += preflight_objects(plan, PreflightOptions())
+    order = {k: i for i, k in enumerate(KIND_ORDER)}
+    return sorted(objs, key=lambda o: (order[o["kind"]], o["metadata"]["name"]))
 
 
 def to_yaml(objs: list[dict[str, Any]]) -> str:

@@ -42,6 +42,7 @@ CRD_FILE = REPO / "crds" / "qdd.dev_qwendisaggdeployments.yaml"
 SEED = REPO / "examples" / "qwen35-397b-4xdep2-1xdep8-cc4096.yaml"
 RELEASE = "qdd-operator"  # objects are named qdd-operator
 RELEASE_NS = "qdd-system"
+APPS_NS = "qdd-helm-apps"  # holds a QwenDisaggDeployment across install, upgrade and uninstall
 LUA = CHART / "files" / "argocd-health.lua"
 TIMINGS: dict[str, float] = {}
 
@@ -142,8 +143,10 @@ def release_objects(kube: Kube, cluster_scoped: bool = True) -> list[str]:
 def release_ns(kube: Kube):
     """The release namespace, enforcing the restricted Pod Security level. The CRD, if another
     test applied it with kubectl, is handed to the release as docs/install.md says."""
-    kube.kubectl("delete", "namespace", RELEASE_NS, "--ignore-not-found", "--timeout=120s", timeout=130)
-    kube.kubectl("create", "namespace", RELEASE_NS)
+    for ns in (RELEASE_NS, APPS_NS):
+        kube.kubectl("delete", "namespace", ns, "--ignore-not-found", "--timeout=120s", timeout=130)
+        kube.kubectl("create", "namespace", ns)
+    kube.wait_for(lambda: kube.exists("serviceaccount", "default", APPS_NS), timeout=60, desc="default SA")
     kube.kubectl("label", "namespace", RELEASE_NS, "pod-security.kubernetes.io/enforce=restricted",
                  "pod-security.kubernetes.io/enforce-version=latest")
     if kube.exists("crd", CRD_NAME):
@@ -152,7 +155,8 @@ def release_ns(kube: Kube):
         kube.kubectl("label", "crd", CRD_NAME, "--overwrite", "app.kubernetes.io/managed-by=Helm")
     yield RELEASE_NS
     helm(kube, "uninstall", RELEASE, "-n", RELEASE_NS, "--ignore-not-found", "--wait", check=False)
-    kube.kubectl("delete", "namespace", RELEASE_NS, "--ignore-not-found", "--wait=false", check=False)
+    for ns in (RELEASE_NS, APPS_NS):
+        kube.kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait=false", check=False)
     # Leave the current CRD for the tests that follow (a kubectl server-side apply of crds/).
     kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_FILE), check=False)
     print("\nhelm timings: " + ", ".join(f"{k} {v:.1f}s" for k, v in sorted(TIMINGS.items())))
@@ -188,8 +192,9 @@ def test_install_cluster_scoped(kube, release_ns, state):
         assert r.stdout.strip() == ("yes" if ok else "no"), (verb, res, r.stdout, r.stderr)
 
 
-def test_chart_rbac_is_enough_for_the_operator(kube, release_ns, namespace, tmp_path, state):
+def test_chart_rbac_is_enough_for_the_operator(kube, release_ns, tmp_path, state):
     """The operator with only the chart's ServiceAccount token drives the seed example to Ready."""
+    namespace = APPS_NS
     op = SAOperator(kube, sa_kubeconfig(kube, release_ns, RELEASE, tmp_path / "sa.kubeconfig"))
     op.start()
     try:
@@ -303,6 +308,7 @@ def test_namespace_scoped_mode(kube, namespace, tmp_path):
     """watchNamespaces=[ns]: Roles only there, the operator (as the chart's SA, `--namespace ns`)
     serves that namespace and cannot even see another one. The CRD is left as it is
     (crds.install=false: the one kept from the first release)."""
+    kube.kubectl("delete", "namespace", RELEASE_NS, "--ignore-not-found", "--timeout=120s", timeout=130)
     kube.kubectl("create", "namespace", RELEASE_NS)
     other = f"{namespace}-other"
     kube.kubectl("create", "namespace", other)

@@ -67,7 +67,8 @@ class Diff:
 def diff(desired: list[dict[str, Any]], observed: list[dict[str, Any]], owner_uid: str) -> Diff:
     """Bare Pods are created once and never re-applied (their spec is immutable): a changed pod is
     replaced through its group's revision (:mod:`.groups`). Everything else is applied when its
-    manifest hash changed. Observed children of this owner that are not desired are pruned."""
+    manifest hash changed. Observed children of this owner that are not desired are pruned (once:
+    one already terminating is not deleted again on every pass)."""
     seen = {key(o): o for o in observed}
     out = Diff()
     for d in desired:
@@ -83,6 +84,6 @@ def diff(desired: list[dict[str, Any]], observed: list[dict[str, Any]], owner_ui
             out.apply.append(d)
     wanted = {key(d) for d in desired}
     for o in observed:
-        if key(o) not in wanted and owned(owner_uid, o):
+        if key(o) not in wanted and owned(owner_uid, o) and not o["metadata"].get("deletionTimestamp"):
             out.prune.append((o["apiVersion"], o["kind"], o["metadata"]["name"]))
     return out

@@ -21,10 +21,13 @@ class GroupState:
     """Pods that exist and are not terminating."""
     terminating: tuple[str, ...]
     ready: bool
+    """Every pod is there and Ready on the current revision, and the group is not broken."""
     broken: str | None
     """Why the group must be recreated now (a pod missing, failed or restarted), else None."""
     outdated: bool
     """Pods run an older revision (spec change): recreate when the rollout allows."""
+    serving: bool = False
+    """Every pod is there and Ready, whatever its revision (``ready`` also wants the current one)."""
 
 
 def pod_ready(pod: dict[str, Any]) -> bool:
@@ -72,20 +75,23 @@ def group_states(desired: list[dict[str, Any]], observed: list[dict[str, Any]]) 
             broken = f"pod {missing[0]} is gone"
         if terminating and present and not broken:
             broken = f"pod {terminating[0]} is terminating"
+        serving = ready and len(present) == len(pods) and not broken
         out.append(GroupState(role, ep, tuple(sorted(pods)), tuple(present), tuple(terminating),
-                              ready and not outdated and len(present) == len(pods), broken, outdated))
+                              serving and not outdated, broken, outdated, serving))
     return out
 
 
 def groups_to_delete(states: list[GroupState]) -> list[GroupState]:
     """Broken groups go at once. Outdated groups roll one at a time per role, and only while every
-    other group of that role is Ready (at most one endpoint of a role down for a spec change)."""
+    other group of that role is Ready (at most one endpoint of a role down for a spec change): an
+    outdated group that is not serving anyway goes first, so that a serving one is taken down only
+    while all the others serve."""
     out = [s for s in states if s.broken and s.present]
     for role in sorted({s.role for s in states}):
         mine = [s for s in states if s.role == role]
         if any(not s.ready and not s.outdated for s in mine) or any(s in out for s in mine):
             continue
-        rolling = [s for s in mine if s.outdated and s.present]
+        rolling = sorted((s for s in mine if s.outdated and s.present), key=lambda s: s.serving)
         if rolling:
             out.append(rolling[0])
     return out

@@ -24,7 +24,7 @@ from . import metrics
 from .children import diff, key, with_owner
 from .groups import group_states, groups_to_delete, pods_to_create
 from .kube import Kube
-from .status import Observed, compute_status, without_times
+from .status import Observed, compute_status, status_patch
 
 log = logging.getLogger("qdd.reconcile")
 
@@ -150,8 +150,9 @@ class Reconciler:
         status = compute_status(cr, plan, errors, Observed({key(o): o for o in observed}, states), _now(), cd_ready,
                                 kv)
         old = cr.get("status") or {}
-        if without_times(status) != without_times({k: old.get(k) for k in status}):
-            kube.patch_status(namespace, name, status)
+        patch = status_patch(old, status)
+        if patch is not None:
+            kube.patch_status(namespace, name, patch)
         self._events(cr, old, status)
         for role in ("prefill", "decode"):
             metrics.READY_ENDPOINTS.labels(namespace, name, role).set(status[role]["readyEndpoints"])

@@ -43,7 +43,11 @@ def _sts_role(obs: Observed, cr: str, role: str, endpoints: int, gpus_per_pod: i
     sts = obs.children.get(("StatefulSet", names.role_set(cr, role)))
     pods = [p for p in obs.of_kind("Pod") if (p["metadata"].get("labels") or {}).get(labels.ROLE) == role
             and any(r.get("kind") == "StatefulSet" for r in p["metadata"].get("ownerReferences") or [])]
-    current = (sts or {}).get("status", {}).get("updateRevision")
+    st = (sts or {}).get("status") or {}
+    # Until the StatefulSet controller has seen the latest template, updateRevision names the old
+    # one: the old pods would count as current (Ready at the new generation before any roll).
+    current = st.get("updateRevision") if st.get("observedGeneration") == (sts or {}).get("metadata", {}).get(
+        "generation") else None
     ready = sum(1 for p in pods if pod_ready(p) and not p["metadata"].get("deletionTimestamp")
                 and p["metadata"]["labels"].get("controller-revision-hash") == current)
     return RoleCount(endpoints, min(ready, endpoints), endpoints * gpus_per_pod, len(pods), len(pods))
@@ -69,11 +73,28 @@ def _merge_times(new: list[dict[str, Any]], old: list[dict[str, Any]], now: str)
     return new
 
 
+def _number(v: Any) -> float | int | None:
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _transports(v: Any) -> list[str]:
+    if isinstance(v, dict):  # the raw result's {"data": [...]} form
+        v = v.get("data")
+    return [str(x) for x in v] if isinstance(v, list) else []
+
+
 def _preflight_result(obs: Observed) -> dict[str, Any] | None:
-    """The first fetch result a current preflight pod reported (the Verdict covers every pair)."""
+    """The first fetch result a current preflight pod reported (the Verdict covers every pair).
+    Current: its Job is still there (the pods of a replaced Job linger until the garbage collector
+    gets to them, and would show the old run's numbers next to a pending verdict)."""
+    jobs = {(j["metadata"]["name"], j["metadata"].get("uid")) for j in obs.of_kind("Job")
+            if not j["metadata"].get("deletionTimestamp")}
     for pod in obs.of_kind("Pod"):
         lab = pod["metadata"].get("labels") or {}
         if lab.get(f"{labels.GROUP}/preflight") != "fetch" or pod["metadata"].get("deletionTimestamp"):
+            continue
+        if not any(r.get("kind") == "Job" and (r.get("name"), r.get("uid")) in jobs
+                   for r in pod["metadata"].get("ownerReferences") or []):
             continue
         for cs in (pod.get("status") or {}).get("containerStatuses") or []:
             result = parse_termination_message(((cs.get("state") or {}).get("terminated") or {}).get("message"))
@@ -175,14 +196,38 @@ def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs
         if kv is not None:
             res = _preflight_result(obs) or {}
             req = res.get("request_ms") if isinstance(res.get("request_ms"), dict) else {}
+            # The result is the fetch container's output: only schema-typed values reach the status
+            # (one value of a wrong type and the API server refuses every status write).
             status["kvTransfer"] = {
                 "passed": kv.passed if kv.status != "Unknown" else None, "reason": kv.reason,
-                "bulkGbps": res.get("bulk_gbps"), "requestMs": req.get("coalesced"),
-                "transports": list(res.get("transports") or []),
+                "bulkGbps": _number(res.get("bulk_gbps")), "requestMs": _number(req.get("coalesced")),
+                "transports": _transports(res.get("transports")),
             }
-    elif (cr.get("status") or {}).get("plan"):
-        status["plan"] = cr["status"]["plan"]
+    else:
+        # Nothing is applied or pruned for an invalid spec: what described the children still holds.
+        for k in ("plan", "routerEndpoint", "kvTransfer"):
+            if (cr.get("status") or {}).get(k) is not None:
+                status[k] = cr["status"][k]
     return drop_none(status)
+
+
+def status_patch(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any] | None:
+    """The JSON merge patch (RFC 7386) that turns the stored status ``old`` into ``new``, or None
+    when they differ in nothing but transition times. A merge patch keeps every key it does not
+    mention, so the keys ``new`` no longer has are sent as null (e.g. ``kvTransfer.bulkGbps`` of
+    an earlier preflight): otherwise they would stay, and the re-read status would never equal the
+    computed one."""
+    if without_times(old) == without_times(new):
+        return None
+    return _nulls_for_removed(old, new)
+
+
+def _nulls_for_removed(old: Any, new: Any) -> Any:
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return new
+    out: dict[str, Any] = {k: None for k in old if k not in new}
+    out.update({k: _nulls_for_removed(old.get(k), v) for k, v in new.items()})
+    return out
 
 
 def without_times(status: dict[str, Any]) -> dict[str, Any]:

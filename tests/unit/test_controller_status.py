@@ -291,9 +291,9 @@ KV = [
       "transports": ["cuda_ipc"]}),
     ("fetch still running", lambda obs: replace(obs, "Pod", FETCH, lambda o: o.update(
         job_pod(next(j for j in obs if j["metadata"]["name"] == f"{NAME}-preflight-fetch-0"), None))),
-     ("False", "PreflightPending"), {"reason": "PreflightPending", "transports": []}),
+     ("Unknown", "PreflightPending"), {"reason": "PreflightPending", "transports": []}),
     ("no Job yet", lambda obs: [o for o in obs if "preflight-fetch" not in o["metadata"]["name"]],
-     ("False", "PreflightPending"), {"reason": "PreflightPending", "transports": []}),
+     ("Unknown", "PreflightPending"), {"reason": "PreflightPending", "transports": []}),
     ("TCP fallback", lambda obs: replace(obs, "Pod", FETCH, lambda o: o.update(
         job_pod(next(j for j in obs if j["metadata"]["name"] == f"{NAME}-preflight-fetch-0"), TCP))),
      ("False", "TCPFallback"),
@@ -589,7 +589,7 @@ class FakeKube:
         return [stored(o) for o in self.objs.values()
                 if o["kind"] in kinds and o["metadata"]["labels"].get(labels.DEPLOYMENT) == cr]
 
-    def apply(self, obj: dict) -> None:
+    def apply(self, obj: dict) -> bool:
         k = (obj["kind"], obj["metadata"]["name"])
         have = self.objs.get(k)
         if have is not None and obj["kind"] in ("Pod", "Job"):
@@ -604,6 +604,7 @@ class FakeKube:
             new["status"] = {}
         self.objs[k] = new
         self.writes.append(("apply", *k))
+        return True
 
     def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
         o = self.objs.get((kind, name))

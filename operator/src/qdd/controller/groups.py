@@ -28,6 +28,9 @@ class GroupState:
     """Pods run an older revision (spec change): recreate when the rollout allows."""
     serving: bool = False
     """Every pod is there and Ready, whatever its revision (``ready`` also wants the current one)."""
+    restarting: bool = False
+    """Pods of the current revision are terminating: a failure-driven restart, not a planned roll
+    (a roll deletes pods of an older revision)."""
 
 
 def pod_ready(pod: dict[str, Any]) -> bool:
@@ -51,7 +54,7 @@ def group_states(desired: list[dict[str, Any]], observed: list[dict[str, Any]]) 
     have: dict[str, dict[str, Any]] = {o["metadata"]["name"]: o for o in observed if o["kind"] == "Pod"}
     out = []
     for (role, ep), pods in sorted(want.items()):
-        present, terminating, broken, outdated, ready = [], [], None, False, True
+        present, terminating, broken, outdated, ready, restarting = [], [], None, False, True, False
         for name, rev in sorted(pods.items()):
             p = have.get(name)
             if p is None:
@@ -59,6 +62,7 @@ def group_states(desired: list[dict[str, Any]], observed: list[dict[str, Any]]) 
                 continue
             if p["metadata"].get("deletionTimestamp"):
                 terminating.append(name)
+                restarting = restarting or p["metadata"].get("labels", {}).get(labels.REVISION) == rev
                 ready = False
                 continue
             present.append(name)
@@ -77,7 +81,7 @@ def group_states(desired: list[dict[str, Any]], observed: list[dict[str, Any]]) 
             broken = f"pod {terminating[0]} is terminating"
         serving = ready and len(present) == len(pods) and not broken
         out.append(GroupState(role, ep, tuple(sorted(pods)), tuple(present), tuple(terminating),
-                              serving and not outdated, broken, outdated, serving))
+                              serving and not outdated, broken, outdated, serving, restarting))
     return out
 
 

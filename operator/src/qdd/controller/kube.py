@@ -70,13 +70,22 @@ class Kube:
             out += items
         return out
 
-    def apply(self, obj: dict[str, Any]) -> None:
+    def apply(self, obj: dict[str, Any]) -> bool:
+        """Server-side apply. False (nothing to do) when the namespace is being deleted."""
         res = self._resource(obj["apiVersion"], obj["kind"])
         if res is None:
             raise RuntimeError(f"{obj['apiVersion']} {obj['kind']} is not served by this cluster (is its CRD installed?)")
-        res.server_side_apply(body=obj, namespace=obj["metadata"].get("namespace"), field_manager=labels.FIELD_MANAGER,
-                              force_conflicts=True)
+        try:
+            res.server_side_apply(body=obj, namespace=obj["metadata"].get("namespace"),
+                                  field_manager=labels.FIELD_MANAGER, force_conflicts=True)
+        except ApiException as e:
+            if e.status == 403 and "being terminated" in str(e.body or ""):
+                log.info("namespace %s is being deleted: not applying %s/%s", obj["metadata"].get("namespace"),
+                         obj["kind"], obj["metadata"]["name"])
+                return False
+            raise
         API_WRITES.labels("apply", obj["kind"]).inc()
+        return True
 
     def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
         res = self._resource(api_version, kind)

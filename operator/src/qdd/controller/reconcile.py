@@ -132,7 +132,8 @@ class Reconciler:
             for obj in d.apply:
                 if obj["kind"] == "Pod" and obj["metadata"]["name"] not in creatable:
                     continue
-                kube.apply(obj)
+                if not kube.apply(obj):
+                    return "gone"  # the namespace is being deleted: so is the custom resource
                 wrote = True
             for api_version, kind, child in d.prune + d.replace:
                 kube.delete(api_version, kind, namespace, child)

@@ -59,9 +59,10 @@ def _group_role(obs: Observed, role: str, endpoints: int, gpus_per_endpoint: int
                      sum(len(g.present) for g in mine), sum(1 for g in mine if g.present))
 
 
-def _cond(ctype: str, ok: bool, reason: str, message: str, generation: int | None) -> dict[str, Any]:
-    return {"type": ctype, "status": "True" if ok else "False", "reason": reason, "message": message,
-            "observedGeneration": generation}
+def _cond(ctype: str, ok: bool | None, reason: str, message: str, generation: int | None) -> dict[str, Any]:
+    """A condition; ``ok`` None is status Unknown (e.g. a preflight that has not reported yet)."""
+    status = "Unknown" if ok is None else ("True" if ok else "False")
+    return {"type": ctype, "status": status, "reason": reason, "message": message, "observedGeneration": generation}
 
 
 def _merge_times(new: list[dict[str, Any]], old: list[dict[str, Any]], now: str) -> list[dict[str, Any]]:
@@ -127,7 +128,8 @@ def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs
         st = (dep or {}).get("status") or {}
         router_ok = bool(dep) and st.get("observedGeneration") == dep["metadata"].get("generation") and \
             (st.get("availableReplicas") or 0) >= plan.router.replicas
-    broken = [g for g in obs.groups if g.broken or (g.terminating and not g.present)]
+    # A planned roll (pods of an older revision terminating) is progress, not degradation.
+    broken = [g for g in obs.groups if g.broken or (g.terminating and not g.present and g.restarting)]
 
     conds = []
     valid = plan is not None
@@ -144,7 +146,7 @@ def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs
                              for g in broken)
     conds.append(_cond("Degraded", bool(broken), "GroupRestarting" if broken else "AsExpected", degraded_msg, gen))
     if valid:
-        conds.append(_cond("KVTransferReady", kv is None or kv.passed,
+        conds.append(_cond("KVTransferReady", True if kv is None else (None if kv.status == "Unknown" else kv.passed),
                            "PreflightDisabled" if kv is None else kv.reason,
                            "spec.kvTransfer.preflight.enabled is false" if kv is None else kv.message, gen))
     kv_ok = kv is None or kv.passed

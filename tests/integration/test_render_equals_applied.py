@@ -15,8 +15,7 @@ and name must exist, and walking the rendered object and that field set together
   and admission's appended not-ready/unreachable tolerations).
 
 Server defaults and fields other controllers own are outside the field set and so ignored
-without listing them. The other direction: every live child the CR controls is in the render
-(preflight objects aside, see test_default_preflight_objects_are_the_only_extras).
+without listing them. The other direction: every live child the CR controls is in the render.
 """
 
 from __future__ import annotations
@@ -192,13 +191,16 @@ def check_same(rendered: list[dict[str, Any]], live: dict[tuple[str, str], dict[
     return errors
 
 
-def test_render_is_what_the_operator_applies(kube, operator, namespace, tmp_path):
-    """Preflight off: the children are exactly `qdd render`'s objects, field for field."""
-    cr = seed(namespace, preflight=False)
+@pytest.mark.parametrize("preflight", [True, False], ids=["preflight-on", "preflight-off"])
+def test_render_is_what_the_operator_applies(kube, operator, namespace, tmp_path, preflight):
+    """The children are exactly `qdd render`'s objects (with the KV-transfer preflight's Jobs and
+    Service when it is on, the default), field for field."""
+    cr = seed(namespace, preflight=preflight)
     live_cr = apply_and_wait(kube, cr)
     rendered = qdd_render(cr, tmp_path)
     live = live_children(kube, live_cr)
     assert sorted(live) == sorted((r["kind"], r["metadata"]["name"]) for r in rendered)
+    assert any(k == "Job" for k, _ in live) == preflight
     errors = check_same(rendered, live, live_cr)
     assert not errors, "\n".join(errors)
     # The method is not vacuous: the field sets are deep, and a changed render is caught.
@@ -212,25 +214,6 @@ def test_render_is_what_the_operator_applies(kube, operator, namespace, tmp_path
     del s["spec"]["replicas"]
     caught = check_same(changed, live, live_cr)
     assert len([e for e in caught if e.startswith(f"StatefulSet/{sts_name}")]) >= 3, caught
-
-
-def test_default_preflight_objects_are_the_only_extras(kube, operator, namespace, tmp_path):
-    """Preflight on (the default): every object `qdd render` prints is applied as rendered; the
-    only other children are the KV-transfer preflight's (qdd.preflight.render), applied as
-    that renders them. `qdd render` does not print the preflight objects."""
-    from qdd.api import parse_resource
-    from qdd.plan import build_plan
-    from qdd.preflight.render import PreflightOptions, preflight_objects
-
-    cr = seed(namespace, preflight=True)
-    live_cr = apply_and_wait(kube, cr)
-    rendered = qdd_render(cr, tmp_path)
-    preflight = preflight_objects(build_plan(parse_resource(live_cr)), PreflightOptions())
-    live = live_children(kube, live_cr)
-    extra = sorted(set(live) - {(r["kind"], r["metadata"]["name"]) for r in rendered})
-    assert extra == sorted((p["kind"], p["metadata"]["name"]) for p in preflight)
-    errors = check_same(rendered + preflight, live, live_cr)
-    assert not errors, "\n".join(errors)
 
 
 def test_operator_never_writes_spec(kube, operator, namespace):

@@ -19,9 +19,8 @@ from qdd.controller.children import with_owner
 from qdd.controller.groups import group_states
 from qdd.controller.status import Observed
 from qdd.plan import Plan, build_plan
-from qdd.preflight.render import PreflightOptions, preflight_objects
 from qdd.preflight.result import compact
-from qdd.render import render
+from qdd.render import render_all
 
 from ..conftest import EXAMPLES, ROOT, load
 
@@ -57,7 +56,7 @@ def plan_of(cr: dict[str, Any]) -> Plan:
 
 
 def desired_of(cr: dict[str, Any]) -> list[dict[str, Any]]:
-    """What the reconcile applies for ``cr``: rendered objects then preflight objects, owned."""
+    """What the reconcile applies for ``cr``: ``qdd render``'s objects (preflight included), owned."""
     return copy.deepcopy(_desired(json.dumps({k: cr[k] for k in ("apiVersion", "kind", "metadata", "spec")},
                                              sort_keys=True)))
 
@@ -65,9 +64,7 @@ def desired_of(cr: dict[str, Any]) -> list[dict[str, Any]]:
 @functools.lru_cache(maxsize=64)
 def _desired(cr_json: str) -> list[dict[str, Any]]:  # rendering takes ~0.1 s; tests render the same CRs often
     cr = json.loads(cr_json)
-    plan = plan_of(cr)
-    pre = preflight_objects(plan, PreflightOptions()) if plan.spec.kv_transfer.preflight.enabled else []
-    return [with_owner(o, cr) for o in render(plan)] + [with_owner(o, cr) for o in pre]
+    return [with_owner(o, cr) for o in render_all(plan_of(cr))]
 
 
 def preflight_of(desired: list[dict[str, Any]]) -> list[dict[str, Any]]:

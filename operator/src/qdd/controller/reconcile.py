@@ -13,13 +13,14 @@ import threading
 import time
 from typing import Any
 
+from .. import labels
 from ..api import parse_resource
 from ..errors import SpecError
 from ..plan import build_plan
 from ..preflight.observe import kv_transfer_verdict
-from ..preflight.render import PreflightOptions, preflight_objects
 from ..preflight.verdict import Thresholds
-from ..render import render
+from ..preflight.names import ROLE as PREFLIGHT_ROLE
+from ..render import render_all
 from . import metrics
 from .children import diff, key, with_owner
 from .groups import group_states, groups_to_delete, pods_to_create
@@ -105,9 +106,9 @@ class Reconciler:
         plan, errors, desired, preflight = None, [], [], []
         try:
             plan = build_plan(parse_resource(cr))
-            if plan.spec.kv_transfer.preflight.enabled:
-                preflight = [with_owner(o, cr) for o in preflight_objects(plan, PreflightOptions())]
-            desired = [with_owner(o, cr) for o in render(plan)] + preflight
+            # Exactly what `qdd render` prints, plus ownership.
+            desired = [with_owner(o, cr) for o in render_all(plan)]
+            preflight = [o for o in desired if o["metadata"]["labels"].get(labels.ROLE) == PREFLIGHT_ROLE]
         except SpecError as e:
             errors = [str(x) for x in e.errors]
 

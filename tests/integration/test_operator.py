@@ -103,8 +103,8 @@ def test_base_example_goes_ready_in_one_clique(kube, operator, namespace, path):
 
     table = kube.kubectl("get", "qdd", name, "-n", namespace).stdout
     header = table.splitlines()[0].split()
-    assert header == ["NAME", "PREFILL", "DECODE", "GPUS", "CONCURRENCY", "READY", "AGE"]
-    assert table.splitlines()[1].split()[1:6] == [f"{n}/{n}", "1/1", str(2 * n + 8), "3072", "True"]
+    assert header == ["NAME", "PREFILL", "DECODE", "GPUS", "CONCURRENCY", "READY", "REASON", "AGE"]
+    assert table.splitlines()[1].split()[1:7] == [f"{n}/{n}", "1/1", str(2 * n + 8), "3072", "True", "AllEndpointsReady"]
 
     kube.kubectl("delete", "qdd", name, "-n", namespace, "--wait=true", "--timeout=60s")
     kube.wait_for(lambda: not pods(kube, name, namespace), timeout=60, desc="pods garbage-collected")

@@ -9,7 +9,9 @@ container runs. What proves the chart works is therefore done twice over:
   chart's ServiceAccount (a token from `kubectl create token`), so every API call it makes is
   authorized by the chart's RBAC alone: the seed example reaches Ready, a decode pod deleted is
   recreated with its group, an invalid spec gets its Warning event, a deleted CR is cleaned up,
-  and the operator's log shows no Forbidden answer.
+  and the operator's log shows no Forbidden answer. Along the way the Argo CD health check
+  (files/argocd-health.lua, in Lua 5.1) judges the live object: Progressing, Healthy, Degraded
+  (a decode pod gone; an unknown model), Progressing again (a spec change not yet reconciled).
 
 Then `helm upgrade` to a newer chart (0.1.1, a new CRD printer column) leaves the newer operator
 Deployment and CRD in the cluster, and `helm uninstall` leaves nothing stuck: no RBAC left, the
@@ -211,10 +213,19 @@ def test_chart_rbac_is_enough_for_the_operator(kube, release_ns, tmp_path, state
         assert obj["status"]["prefillReady"] == "4/4" and obj["status"]["decodeReady"] == "1/1"
         # The router's Role was created by the operator: RBAC let it grant what it holds.
         assert kube.exists("role", f"{name}-router", namespace)
-        # A decode pod dies: the operator (delete, create) recreates the group.
+        # A decode pod dies (held Terminating by a finalizer, as a slow engine shutdown would):
+        # Degraded, in Argo CD too; the operator (delete, create) recreates the whole group.
         before = {p["metadata"]["uid"] for p in kube.get("pods", namespace=namespace,
                                                          selector=f"qdd.dev/deployment={name},qdd.dev/role=decode")["items"]}
-        kube.kubectl("delete", "pod", f"{name}-decode-0-worker-1", "-n", namespace, "--wait=false")
+        worker = f"{name}-decode-0-worker-1"
+        kube.kubectl("patch", "pod", worker, "-n", namespace, "--type=json",
+                     "-p", '[{"op":"add","path":"/metadata/finalizers","value":["qdd.dev/test-hold"]}]')
+        kube.kubectl("delete", "pod", worker, "-n", namespace, "--wait=false")
+        degraded = kube.wait_for(lambda: cond(o := kube.get("qdd", name, namespace), "Degraded").get("status") == "True"
+                                 and o, timeout=60, desc="Degraded=True")
+        assert lua_health(degraded) == "Degraded"
+        kube.kubectl("patch", "pod", worker, "-n", namespace, "--type=json",
+                     "-p", '[{"op":"remove","path":"/metadata/finalizers"}]')
 
         def regrouped():
             pods = kube.get("pods", namespace=namespace, selector=f"qdd.dev/deployment={name},qdd.dev/role=decode")["items"]
@@ -234,7 +245,13 @@ def test_chart_rbac_is_enough_for_the_operator(kube, release_ns, tmp_path, state
         kube.kubectl("delete", "qdd", "bad-model", "-n", namespace, "--timeout=30s")
         assert op.forbidden() == [], op.forbidden()
         assert op.proc is not None and op.proc.poll() is None
-        state["kept"] = (namespace, name)
+        # A spec change while no operator runs: Argo CD says Progressing (older observedGeneration).
+        op.stop()
+        kube.kubectl("patch", "qdd", name, "-n", namespace, "--type=merge", "-p", '{"spec":{"prefill":{"endpoints":3}}}')
+        stale = kube.get("qdd", name, namespace)
+        assert stale["status"]["observedGeneration"] < stale["metadata"]["generation"]
+        assert lua_health(stale) == "Progressing"
+        state["kept"] = (namespace, name, stale["metadata"]["generation"])
     finally:
         op.stop()
 
@@ -278,9 +295,9 @@ def test_upgrade_to_newer_chart(kube, release_ns, tmp_path, state):
     assert cols[0] == "Router", cols
     assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
     # The QwenDisaggDeployment left running across the upgrade is untouched.
-    ns, name = state["kept"]
+    ns, name, generation = state["kept"]
     obj = kube.get("qdd", name, ns)
-    assert obj["metadata"]["generation"] == 1 and not obj["metadata"].get("deletionTimestamp")
+    assert obj["metadata"]["generation"] == generation and not obj["metadata"].get("deletionTimestamp")
     out = kube.kubectl("get", "qdd", name, "-n", ns, "-o", "wide").stdout
     assert "ROUTER" in out.splitlines()[0], out
 
@@ -295,7 +312,7 @@ def test_uninstall_leaves_nothing_stuck(kube, release_ns, state):
         assert not o["metadata"].get("deletionTimestamp"), o["metadata"]
         assert not o["metadata"].get("finalizers"), o["metadata"]
     # With no operator running, deleting one completes at once and its children go with it.
-    ns, name = state["kept"]
+    ns, name, _ = state["kept"]
     kube.kubectl("delete", "qdd", name, "-n", ns, "--timeout=30s")
     sel = f"qdd.dev/deployment={name}"
     kube.wait_for(lambda: not kube.get("pods,statefulsets,deployments,services,roles,rolebindings,jobs",

@@ -18,6 +18,9 @@ from .children import MANAGED_KINDS
 from .metrics import API_WRITES
 
 log = logging.getLogger("qdd.kube")
+TIMEOUT = (5, 30)
+"""(connect, read) seconds for every API call: a call that hangs must not hold a reconcile (and
+with it every later trigger of that resource) forever."""
 
 
 def load_client() -> client.ApiClient:
@@ -46,14 +49,15 @@ class Kube:
     def get_cr(self, namespace: str, name: str) -> dict[str, Any] | None:
         res = self._resource(f"{labels.GROUP}/{labels.VERSION}", labels.KIND)
         try:
-            return res.get(name=name, namespace=namespace).to_dict()
+            return res.get(name=name, namespace=namespace, _request_timeout=TIMEOUT).to_dict()
         except NotFoundError:
             return None
 
     def list_crs(self, namespaces: list[str]) -> list[tuple[str, str]]:
         """(namespace, name) of every QwenDisaggDeployment in ``namespaces`` (all when empty)."""
         res = self._resource(f"{labels.GROUP}/{labels.VERSION}", labels.KIND)
-        lists = [res.get(namespace=ns) for ns in namespaces] if namespaces else [res.get()]
+        lists = ([res.get(namespace=ns, _request_timeout=TIMEOUT) for ns in namespaces] if namespaces
+                 else [res.get(_request_timeout=TIMEOUT)])
         return sorted((i.metadata.namespace, i.metadata.name) for lst in lists for i in lst.items)
 
     def list_children(self, namespace: str, cr: str) -> list[dict[str, Any]]:
@@ -62,7 +66,8 @@ class Kube:
             res = self._resource(api_version, kind)
             if res is None:
                 continue
-            items = res.get(namespace=namespace, label_selector=f"{labels.DEPLOYMENT}={cr}").to_dict()["items"]
+            items = res.get(namespace=namespace, label_selector=f"{labels.DEPLOYMENT}={cr}",
+                            _request_timeout=TIMEOUT).to_dict()["items"]
             for item in items:
                 item.setdefault("apiVersion", api_version)
                 item.setdefault("kind", kind)
@@ -77,7 +82,7 @@ class Kube:
             raise RuntimeError(f"{obj['apiVersion']} {obj['kind']} is not served by this cluster (is its CRD installed?)")
         try:
             res.server_side_apply(body=obj, namespace=obj["metadata"].get("namespace"),
-                                  field_manager=labels.FIELD_MANAGER, force_conflicts=True)
+                                  field_manager=labels.FIELD_MANAGER, force_conflicts=True, _request_timeout=TIMEOUT)
         except ApiException as e:
             if e.status == 403 and "being terminated" in str(e.body or ""):
                 log.info("namespace %s is being deleted: not applying %s/%s", obj["metadata"].get("namespace"),
@@ -90,7 +95,7 @@ class Kube:
     def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
         res = self._resource(api_version, kind)
         try:
-            res.delete(name=name, namespace=namespace, propagation_policy="Background")
+            res.delete(name=name, namespace=namespace, propagation_policy="Background", _request_timeout=TIMEOUT)
             API_WRITES.labels("delete", kind).inc()
         except NotFoundError:
             pass
@@ -98,7 +103,7 @@ class Kube:
     def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         res = self._resource(f"{labels.GROUP}/{labels.VERSION}", labels.KIND)
         res.status.patch(name=name, namespace=namespace, body={"status": status},
-                         content_type="application/merge-patch+json")
+                         content_type="application/merge-patch+json", _request_timeout=TIMEOUT)
         API_WRITES.labels("patch-status", labels.KIND).inc()
 
     def compute_domain_ready(self, namespace: str, cr: str) -> bool:
@@ -106,7 +111,7 @@ class Kube:
         if res is None:
             return False
         try:
-            obj = res.get(name=compute_domain(cr), namespace=namespace).to_dict()
+            obj = res.get(name=compute_domain(cr), namespace=namespace, _request_timeout=TIMEOUT).to_dict()
         except NotFoundError:
             return False
         return (obj.get("status") or {}).get("status") == "Ready"
@@ -123,7 +128,7 @@ class Kube:
             source=client.V1EventSource(component="qdd-operator"), reporting_component="qdd-operator",
         )
         try:
-            client.CoreV1Api(self.api).create_namespaced_event(meta["namespace"], body)
+            client.CoreV1Api(self.api).create_namespaced_event(meta["namespace"], body, _request_timeout=TIMEOUT)
             API_WRITES.labels("create", "Event").inc()
         except ApiException as e:
             log.warning("could not post event %s: %s", reason, e.reason)

@@ -319,22 +319,18 @@ def test_groups_are_keyed_by_the_endpoint_label_of_the_desired_pods():
 DEP16 = {"dataParallel": 16, "tensorParallel": 1, "expertParallel": True}
 
 
-@pytest.mark.xfail(strict=True, reason="group shape change: the new members count as 'gone', every group is "
-                                       "broken at once (reported; needs the group's size recorded on its pods)")
 def test_growing_the_group_shape_rolls_one_endpoint_at_a_time():
-    """DEP8 → DEP16 (2 → 4 pods per endpoint): worker-2/3 never existed, yet each group reads as
-    broken ('pod worker-2 is gone') and both decode endpoints are deleted in the same pass."""
+    """DEP8 → DEP16 (2 → 4 pods per endpoint): worker-2/3 never existed; the old pods are the old
+    revision of the same group (qdd.dev/group-size 2), so one endpoint rolls at a time."""
     new = with_spec(TWO, lambda s: s["decode"].update(topology=DEP16))
     states, delete, _ = decide(new, world(TWO))
     assert all(s.outdated and s.broken is None for s in states)
     assert delete == [("decode", 0)]
 
 
-@pytest.mark.xfail(strict=True, reason="group shape change: surplus members are pruned from every group at once "
-                                       "and the rest reads as serving (reported)")
 def test_shrinking_the_group_shape_keeps_the_groups_whole_until_rolled():
-    """DEP16 → DEP8: children.diff prunes worker-2/3 of every group in one pass (they are ours and no
-    longer desired), leaving leader + worker-1 of each group — half its DP ranks — 'serving'."""
+    """DEP16 → DEP8: worker-2/3 are members of the old shape, not strays: children.diff leaves them
+    to the group rule, which rolls each group whole, one endpoint at a time."""
     big = with_spec(TWO, lambda s: s["decode"].update(topology=DEP16))
     obs = world(big)
     pruned = {n for _, _, n in diff(desired_of(TWO), obs, UID).prune}

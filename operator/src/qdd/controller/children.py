@@ -83,7 +83,16 @@ def diff(desired: list[dict[str, Any]], observed: list[dict[str, Any]], owner_ui
         elif d["kind"] != "Pod" and changed:
             out.apply.append(d)
     wanted = {key(d) for d in desired}
+    groups = {_group(d) for d in desired if d["kind"] == "Pod"}
     for o in observed:
-        if key(o) not in wanted and owned(owner_uid, o) and not o["metadata"].get("deletionTimestamp"):
-            out.prune.append((o["apiVersion"], o["kind"], o["metadata"]["name"]))
+        if key(o) in wanted or not owned(owner_uid, o) or o["metadata"].get("deletionTimestamp"):
+            continue
+        if o["kind"] == "Pod" and _group(o) in groups:
+            continue  # a member of a group of the old shape: rolled with its group (.groups)
+        out.prune.append((o["apiVersion"], o["kind"], o["metadata"]["name"]))
     return out
+
+
+def _group(obj: dict[str, Any]) -> tuple[str | None, str | None]:
+    lab = obj["metadata"].get("labels") or {}
+    return lab.get(labels.ROLE), lab.get(labels.ENDPOINT)

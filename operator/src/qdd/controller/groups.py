@@ -44,42 +44,69 @@ def _restarts(pod: dict[str, Any]) -> int:
     return sum(c.get("restartCount", 0) for c in (pod.get("status") or {}).get("containerStatuses") or [])
 
 
+def _group_key(obj: dict[str, Any]) -> tuple[str, int] | None:
+    lab = obj["metadata"].get("labels") or {}
+    if obj["kind"] != "Pod" or labels.ENDPOINT not in lab or lab.get(labels.ROLE) not in ("prefill", "decode"):
+        return None
+    return lab[labels.ROLE], int(lab[labels.ENDPOINT])
+
+
 def group_states(desired: list[dict[str, Any]], observed: list[dict[str, Any]]) -> list[GroupState]:
-    """Compare the desired bare Pods of every multi-pod endpoint with the observed ones."""
+    """Compare the desired bare Pods of every multi-pod endpoint with the observed ones.
+
+    Observed pods belong to a group by their role and endpoint labels, not by name: when the
+    group's shape changes (DEP8 → DEP16 adds workers, DEP16 → DEP8 drops some), the pods of the
+    old shape are the old revision of the same group and are rolled with it, never half-pruned
+    or counted as a broken new group."""
     want: dict[tuple[str, int], dict[str, str]] = defaultdict(dict)
     for d in desired:
-        if d["kind"] == "Pod":
-            lab = d["metadata"]["labels"]
-            want[(lab[labels.ROLE], int(lab[labels.ENDPOINT]))][d["metadata"]["name"]] = lab[labels.REVISION]
-    have: dict[str, dict[str, Any]] = {o["metadata"]["name"]: o for o in observed if o["kind"] == "Pod"}
+        k = _group_key(d)
+        if k is not None:
+            want[k][d["metadata"]["name"]] = d["metadata"]["labels"][labels.REVISION]
+    have: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+    for o in observed:
+        k = _group_key(o)
+        if k is not None and k in want:
+            have[k].append(o)
     out = []
     for (role, ep), pods in sorted(want.items()):
-        present, terminating, broken, outdated, ready, restarting = [], [], None, False, True, False
-        for name, rev in sorted(pods.items()):
-            p = have.get(name)
-            if p is None:
-                ready = False
-                continue
+        rev = next(iter(pods.values()))
+        present, terminating, broken, outdated, restarting, all_ready = [], [], None, False, False, True
+        by_rev: dict[str, list[str]] = defaultdict(list)
+        size: dict[str, int] = {rev: len(pods)}
+        for p in sorted(have[(role, ep)], key=lambda o: o["metadata"]["name"]):
+            name = p["metadata"]["name"]
+            lab = p["metadata"].get("labels") or {}
+            prev = lab.get(labels.REVISION, "")
+            current = prev == rev and name in pods
             if p["metadata"].get("deletionTimestamp"):
                 terminating.append(name)
-                restarting = restarting or p["metadata"].get("labels", {}).get(labels.REVISION) == rev
-                ready = False
+                restarting = restarting or current
                 continue
             present.append(name)
+            by_rev[prev].append(name)
+            if not current:
+                outdated = True
+                size.setdefault(prev, int(lab.get(labels.GROUP_SIZE) or len(pods)))
             phase = (p.get("status") or {}).get("phase")
             if phase in ("Failed", "Succeeded"):
                 broken = broken or f"pod {name} is {phase}"
             elif _restarts(p) > 0:
                 broken = broken or f"pod {name} restarted"
-            if p["metadata"].get("labels", {}).get(labels.REVISION) != rev:
-                outdated = True
-            ready = ready and pod_ready(p)
-        if present and len(present) + len(terminating) < len(pods) and not broken:
-            missing = sorted(set(pods) - set(present) - set(terminating))
-            broken = f"pod {missing[0]} is gone"
+            all_ready = all_ready and pod_ready(p)
+        # Pods of two revisions (never created so by qdd): replaced as an outdated group, one at a
+        # time; while all are up and Ready it is taken for serving, so that it is not rolled first.
+        mixed = len(by_rev) > 1
+        if not broken and by_rev and not mixed:
+            (r, names), = by_rev.items()
+            missing = sorted(set(pods) - set(names) - set(terminating)) if r == rev else []
+            if missing:
+                broken = f"pod {missing[0]} is gone"
+            elif r != rev and len(names) + len(terminating) < size.get(r, len(pods)):
+                broken = f"the group of the previous revision lost a pod (has {', '.join(names)})"
         if terminating and present and not broken:
             broken = f"pod {terminating[0]} is terminating"
-        serving = ready and len(present) == len(pods) and not broken
+        serving = bool(present) and not terminating and all_ready and not broken
         out.append(GroupState(role, ep, tuple(sorted(pods)), tuple(present), tuple(terminating),
                               serving and not outdated, broken, outdated, serving, restarting))
     return out

@@ -54,7 +54,8 @@ def _ctx(plan: Plan) -> dict[str, Any]:
 
 def _pod(plan: Plan, role: RolePlan, pod: PodPlan, bare: bool) -> dict[str, Any]:
     rs = plan.spec.prefill if role.role == "prefill" else plan.spec.decode
-    extra = {labels.ENDPOINT: str(pod.endpoint), labels.GROUP_ROLE: pod.group_role} if bare else {
+    extra = {labels.ENDPOINT: str(pod.endpoint), labels.GROUP_ROLE: pod.group_role,
+             labels.GROUP_SIZE: str(role.pods_per_endpoint)} if bare else {
         labels.GROUP_ROLE: pod.group_role}
     text = _env.get_template("engine-pod.yaml.j2").render(
         **_ctx(plan), r=role, pod=pod, bare=bare, pod_labels=extra, subdomain=names.role_set(plan.name, role.role),

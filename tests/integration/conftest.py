@@ -186,3 +186,17 @@ def namespace(kube: Kube):
                       timeout=90, interval=0.5, desc=f"pods of namespace {name} deleted")
     except AssertionError as e:  # a teardown problem must not fail the test itself
         print(f"warning: {e}")
+
+
+@pytest.fixture(scope="module")
+def operator(kube: Kube):
+    """The CRD installed and the operator (`qdd run`) running as a local process for one test module."""
+    from .operator_proc import OperatorProcess
+
+    kube.kubectl("apply", "--server-side", "--force-conflicts", "-f",
+                 str(REPO / "crds" / "qdd.dev_qwendisaggdeployments.yaml"))
+    kube.kubectl("wait", "--for=condition=Established", "crd/qwendisaggdeployments.qdd.dev", "--timeout=60s")
+    op = OperatorProcess(kube)
+    op.start()
+    yield op
+    op.stop()

@@ -15,7 +15,6 @@ import pytest
 import yaml
 
 from .conftest import REPO, Kube
-from .operator_proc import OperatorProcess
 
 EXAMPLES = REPO / "examples"
 BASE = sorted(EXAMPLES.glob("qwen35-397b-*xdep2-1xdep8.yaml"))
@@ -23,15 +22,6 @@ SEED = EXAMPLES / "qwen35-397b-4xdep2-1xdep8-cc4096.yaml"
 READY_TIMEOUT = 120
 
 
-@pytest.fixture(scope="module")
-def operator(kube: Kube):
-    kube.kubectl("apply", "--server-side", "--force-conflicts", "-f",
-                 str(REPO / "crds" / "qdd.dev_qwendisaggdeployments.yaml"))
-    kube.kubectl("wait", "--for=condition=Established", "crd/qwendisaggdeployments.qdd.dev", "--timeout=60s")
-    op = OperatorProcess(kube)
-    op.start()
-    yield op
-    op.stop()
 
 
 def cr_of(path: Path, namespace: str, **changes) -> dict:

@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 
 from .conftest import REPO
-from .test_operator import SEED, condition, cr_of, operator, wait_ready  # noqa: F401  (fixture)
+from .test_operator import SEED, condition, cr_of, wait_ready
 
 TCP_RESULT = json.loads((REPO / "bench" / "results" / "nixl-preflight-h200x2.json").read_text())["tcp_only"]
 
 
-def test_preflight_jobs_gate_ready_and_report_numbers(kube, operator, namespace):  # noqa: F811
+def test_preflight_jobs_gate_ready_and_report_numbers(kube, operator, namespace):
     cr = cr_of(SEED, namespace)
     name = cr["metadata"]["name"]
     kube.apply(cr)
@@ -32,7 +32,7 @@ def test_preflight_jobs_gate_ready_and_report_numbers(kube, operator, namespace)
         assert j["metadata"]["labels"]["qdd.dev/role"] == "preflight"
 
 
-def test_tcp_fallback_is_reported_not_ready(kube, operator, namespace):  # noqa: F811
+def test_tcp_fallback_is_reported_not_ready(kube, operator, namespace):
     kube.kubectl("create", "configmap", "qdd-simulated-preflight", "-n", namespace,
                  f"--from-literal=result.json={json.dumps(TCP_RESULT)}")
     cr = cr_of(SEED, namespace)
@@ -54,7 +54,7 @@ def test_tcp_fallback_is_reported_not_ready(kube, operator, namespace):  # noqa:
     assert obj["status"]["kvTransfer"]["passed"] is False
 
 
-def test_preflight_can_be_turned_off(kube, operator, namespace):  # noqa: F811
+def test_preflight_can_be_turned_off(kube, operator, namespace):
     cr = cr_of(SEED, namespace)
     cr["spec"]["kvTransfer"]["preflight"] = {"enabled": False}
     name = cr["metadata"]["name"]

@@ -32,7 +32,6 @@ import yaml
 from qdd.controller.children import APPLIED_HASH, MANAGED_KINDS, manifest_hash
 
 from .conftest import REPO, VENV_BIN, Kube
-from .operator_proc import OperatorProcess
 
 SEED = REPO / "examples" / "qwen35-397b-4xdep2-1xdep8-cc4096.yaml"
 MANAGER = "qdd-operator"
@@ -42,15 +41,6 @@ PLURALS = {"ComputeDomain": "computedomains.resource.nvidia.com", "ServiceAccoun
            "Deployment": "deployments.apps"}
 
 
-@pytest.fixture(scope="module")
-def operator(kube: Kube):
-    kube.kubectl("apply", "--server-side", "--force-conflicts", "-f",
-                 str(REPO / "crds" / "qdd.dev_qwendisaggdeployments.yaml"))
-    kube.kubectl("wait", "--for=condition=Established", "crd/qwendisaggdeployments.qdd.dev", "--timeout=60s")
-    op = OperatorProcess(kube)
-    op.start()
-    yield op
-    op.stop()
 
 
 def seed(namespace: str, preflight: bool) -> dict[str, Any]:

@@ -97,7 +97,7 @@ def render_podmonitor(tmp: Path, values: dict[str, Any]) -> list[dict[str, Any]]
     """`helm template` of the template alone, in a scratch chart (the real chart may not exist yet)."""
     binary = helm()
     if not binary:
-        pytest.skip("helm is not built (make tools)")
+        pytest.fail("helm is not built: run `make tools` (make test does)")
     chart = tmp / "qdd-operator"
     (chart / "templates").mkdir(parents=True)
     (chart / "Chart.yaml").write_text("apiVersion: v2\nname: qdd-operator\nversion: 0.0.0-test\n")
@@ -312,10 +312,11 @@ def test_vllm_metric_list_is_current() -> None:
         import gen_vllm_metrics as gen
     finally:
         sys.path.pop(0)
-    venv = ROOT / ".qdd" / "vllm-venv"
+    from tests.contract.vllm_harness import ensure_venv
+
+    venv = ensure_venv().parent.parent  # builds .qdd/vllm-venv when missing (make test has already)
     sources = [sp for sp in sorted(venv.glob("lib/python3*/site-packages")) if (sp / "vllm" / "_version.py").exists()]
-    if not sources:
-        pytest.skip("no .qdd/vllm-venv (make vllm-venv) to regenerate the vLLM metric list from")
+    assert sources, f"no vllm package in {venv}"
     fresh = json.dumps(gen.build(sources[0]), indent=1, sort_keys=True) + "\n"
     assert fresh == VLLM_DATA.read_text(), "run: python tests/unit/gen_vllm_metrics.py"
 

@@ -745,3 +745,15 @@ def test_reconcile_when_preflight_is_turned_off_drops_its_status():
     assert _reconcile(kube) == []
 
 
+
+
+def test_unschedulable_pods_are_named_in_ready_and_progressing():
+    from qdd.controller.status import Observed, _unschedulable
+
+    pod = {"kind": "Pod", "metadata": {"name": f"{NAME}-prefill-9"}, "status": {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+         "message": "0/20 nodes are available: 18 Insufficient nvidia.com/gpu."}]}}
+    obs = Observed({("Pod", pod["metadata"]["name"]): pod}, [])
+    assert _unschedulable(obs) == (f"; 1 pod unschedulable ({NAME}-prefill-9: 0/20 nodes are available: "
+                                   "18 Insufficient nvidia.com/gpu.)")
+    assert _unschedulable(Observed({}, [])) == ""

@@ -104,6 +104,20 @@ def _preflight_result(obs: Observed) -> dict[str, Any] | None:
     return None
 
 
+def _unschedulable(obs: Observed) -> str:
+    """``; N pods unschedulable (POD: scheduler message)`` — why a rollout waits, in the condition
+    users read, instead of only in ``kubectl describe pod``."""
+    stuck = []
+    for pod in obs.of_kind("Pod"):
+        for c in (pod.get("status") or {}).get("conditions") or []:
+            if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable":
+                stuck.append((pod["metadata"]["name"], (c.get("message") or "").strip()))
+    if not stuck:
+        return ""
+    name, why = stuck[0]
+    return f"; {len(stuck)} pod{'s' if len(stuck) > 1 else ''} unschedulable ({name}: {why[:300]})"
+
+
 def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs: Observed, now: str,
                    compute_domain_ready: bool | None, kv: Verdict | None = None) -> dict[str, Any]:
     """The whole ``.status``. ``errors``: plan errors (empty when the spec is valid).
@@ -151,7 +165,7 @@ def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs
                            "spec.kvTransfer.preflight.enabled is false" if kv is None else kv.message, gen))
     kv_ok = kv is None or kv.passed
     counts = f"prefill {p.ready}/{p.endpoints}, decode {d.ready}/{d.endpoints} endpoints ready" + (
-        "" if router_ok else ", router not available")
+        "" if router_ok else ", router not available") + _unschedulable(obs)
     all_ready = valid and cd_ok and p.ready == p.endpoints and d.ready == d.endpoints and router_ok and kv_ok
     if not valid:
         reason, msg = "InvalidSpec", "; ".join(errors)

@@ -115,9 +115,10 @@ def parser() -> argparse.ArgumentParser:
     i.set_defaults(func=cmd_import_recipe)
     o = sub.add_parser("run", help="run the operator")
     o.add_argument("-n", "--namespace", action="append", help="watch only these namespaces (default: all)")
-    o.add_argument("--metrics-port", type=int, default=8080)
-    o.add_argument("--liveness-port", type=int, default=8081)
-    o.add_argument("--resync-seconds", type=float, default=60.0)
+    o.add_argument("--metrics-port", type=int, default=8080, help="Prometheus metrics port (default 8080)")
+    o.add_argument("--liveness-port", type=int, default=8081, help="kopf liveness endpoint /healthz port (default 8081)")
+    o.add_argument("--resync-seconds", type=float, default=60.0,
+                   help="reconcile every resource at least this often (default 60)")
     o.set_defaults(func=cmd_run)
     return ap
 

@@ -29,7 +29,7 @@ for double in fake_compute_domain_driver fake_preflight_result; do
   pidf="$state/${double//_/-}.pid"
   if [ -s "$pidf" ]; then
     pid=$(cat "$pidf")
-    if kill -0 "$pid" 2>/dev/null && tr '\0' ' ' < "/proc/$pid/cmdline" | grep -q "$double.py"; then
+    if kill -0 "$pid" 2>/dev/null && grep -qaF "$double.py" "/proc/$pid/cmdline"; then
       kill -TERM "$pid"
       for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
       if kill -0 "$pid" 2>/dev/null; then log "$double did not exit on SIGTERM; killing"; kill -KILL "$pid" || true; fi
@@ -50,14 +50,14 @@ if [ -d "$cluster_dir" ]; then
     kwokctl delete cluster --name "$name" --kubeconfig "$KUBECONFIG" 9>&- || log "kwokctl delete failed"
   fi
   for pid in "${pids[@]}"; do
-    if kill -0 "$pid" 2>/dev/null && tr '\0' ' ' < "/proc/$pid/cmdline" | grep -qF "$cluster_dir/"; then
+    if kill -0 "$pid" 2>/dev/null && grep -qaF "$cluster_dir/" "/proc/$pid/cmdline"; then
       log "stopping leftover component pid $pid"
       kill -TERM "$pid" 2>/dev/null || true
     fi
   done
   for pid in "${pids[@]}"; do
     for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    if kill -0 "$pid" 2>/dev/null && tr '\0' ' ' < "/proc/$pid/cmdline" | grep -qF "$cluster_dir/"; then
+    if kill -0 "$pid" 2>/dev/null && grep -qaF "$cluster_dir/" "/proc/$pid/cmdline"; then
       kill -KILL "$pid" 2>/dev/null || true
     fi
   done

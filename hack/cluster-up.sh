@@ -99,7 +99,7 @@ stop_leftovers() {  # [component]: only that one
   for f in "$cluster_dir"/pids/${1:-*}.pid; do
     [ -s "$f" ] || continue
     pid=$(cat "$f")
-    if kill -0 "$pid" 2>/dev/null && tr '\0' ' ' < "/proc/$pid/cmdline" | grep -qF "$cluster_dir/"; then
+    if kill -0 "$pid" 2>/dev/null && grep -qaF "$cluster_dir/" "/proc/$pid/cmdline"; then
       pids+=("$pid"); kill -TERM "$pid" 2>/dev/null || true
     fi
   done
@@ -185,7 +185,7 @@ for double in fake_compute_domain_driver fake_preflight_result; do
   running=0
   if [ -s "$pidf" ]; then
     pid=$(cat "$pidf")
-    if kill -0 "$pid" 2>/dev/null && tr '\0' ' ' < "/proc/$pid/cmdline" | grep -q "$double.py"; then running=1; fi
+    if kill -0 "$pid" 2>/dev/null && grep -qaF "$double.py" "/proc/$pid/cmdline"; then running=1; fi
   fi
   if [ $running = 1 ]; then
     log "$double (test double) already running, pid $pid"
@@ -196,7 +196,8 @@ for double in fake_compute_domain_driver fake_preflight_result; do
   pid=$!
   echo "$pid" > "$pidf"
   for _ in $(seq 1 100); do
-    tail -n +$((seen + 1)) "$dlog" 2>/dev/null | grep -q "started" && break
+    # grep -c reads to the end: no early close, so no SIGPIPE under pipefail
+    [ "$(tail -n +$((seen + 1)) "$dlog" 2>/dev/null | grep -c started || true)" != 0 ] && break
     kill -0 "$pid" 2>/dev/null || { echo "cluster-up: $double exited; see $dlog" >&2; tail -n 20 "$dlog" >&2; exit 1; }
     sleep 0.1
   done

@@ -8,14 +8,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-name=${QDD_CLUSTER:-qdd}
-export KUBECONFIG=${KUBECONFIG:-$root/.qdd/kubeconfig}
-case $KUBECONFIG in /*) ;; *) KUBECONFIG="$root/$KUBECONFIG" ;; esac
-bin="$root/.qdd/bin"
-export PATH="$bin:$root/.qdd/venv/bin:$PATH"
-export KWOK_WORKDIR="$root/.qdd/kwok"
-state="$root/.qdd/clusters/$name"
-ctx="kwok-$name"
+. "$root/hack/cluster/env.sh"
 log() { printf '[cluster-down %s] %s\n' "$name" "$*"; }
 
 mkdir -p "$root/.qdd/locks"
@@ -25,7 +18,7 @@ if [ "${QDD_CLUSTER_LOCK_HELD:-}" != "$name" ]; then  # set by cluster-up when i
 fi
 
 # 1. The test doubles (their pid files say which process; never matched by name alone).
-for double in fake_compute_domain_driver fake_preflight_result; do
+for double in "${doubles[@]}"; do
   pidf="$state/${double//_/-}.pid"
   if [ -s "$pidf" ]; then
     pid=$(cat "$pidf")
@@ -42,7 +35,6 @@ done
 # 2. The control plane: kwokctl stops the components it started and deletes the cluster's data;
 # any component still alive after that (its pid recorded by kwokctl, its command line naming this
 # cluster's directory) is stopped here.
-cluster_dir="$KWOK_WORKDIR/clusters/$name"
 if [ -d "$cluster_dir" ]; then
   pids=()
   for f in "$cluster_dir"/pids/*.pid; do [ -s "$f" ] && pids+=("$(cat "$f")"); done

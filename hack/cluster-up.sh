@@ -33,16 +33,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-name=${QDD_CLUSTER:-qdd}
-export KUBECONFIG=${KUBECONFIG:-$root/.qdd/kubeconfig}
-case $KUBECONFIG in /*) ;; *) KUBECONFIG="$root/$KUBECONFIG" ;; esac
-bin="$root/.qdd/bin"
-export PATH="$bin:$root/.qdd/venv/bin:$PATH"
-export KWOK_WORKDIR="$root/.qdd/kwok"
-state="$root/.qdd/clusters/$name"
-cluster_dir="$KWOK_WORKDIR/clusters/$name"
-cluster_kc="$cluster_dir/kubeconfig.yaml"
-ctx="kwok-$name"
+. "$root/hack/cluster/env.sh"
 mkdir -p "$state" "$(dirname "$KUBECONFIG")"
 
 t0=$(date +%s%N)
@@ -179,7 +170,7 @@ log "all $ready simulated nodes Ready"
 
 # --- the test doubles: NVIDIA's ComputeDomain driver, and the GPUs behind the KV-transfer preflight --
 mkdir -p "$state"
-for double in fake_compute_domain_driver fake_preflight_result; do
+for double in "${doubles[@]}"; do
   pidf="$state/${double//_/-}.pid"
   dlog="$state/${double//_/-}.log"
   running=0

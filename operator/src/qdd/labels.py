@@ -25,3 +25,13 @@ PART_OF = "app.kubernetes.io/part-of"
 FIELD_MANAGER = "qdd-operator"
 
 ROLES = ("prefill", "decode", "router")
+
+
+def object_labels(deployment: str, role: str | None = None, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The labels of every object and pod of ``deployment`` (``role`` when it has one), in the
+    order they are written, then ``extra``."""
+    out = {"app.kubernetes.io/name": "qdd", "app.kubernetes.io/instance": deployment, MANAGED_BY: FIELD_MANAGER,
+           PART_OF: "qdd", DEPLOYMENT: deployment}
+    if role:
+        out[ROLE] = role
+    return {**out, **(extra or {})}

@@ -37,18 +37,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import yaml
-from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from .. import labels, names
 from ..plan import Plan, RolePlan
+from ..render.safe import environment
 from .layout import DEFAULT_BULK_BYTES, DEFAULT_REQUESTS, for_plan
 from .names import ROLE, SIDE, TERMINATION_LOG, job_name, serve_host, service_name
 from .verdict import Thresholds
 
-_env = Environment(loader=PackageLoader("qdd.preflight", "templates"), undefined=StrictUndefined,
-                   keep_trailing_newline=True, autoescape=False)
-_env.filters["toyaml"] = lambda v: yaml.safe_dump(v, default_flow_style=False, sort_keys=True).rstrip()
-_env.filters["tojson"] = lambda v: json.dumps(v, sort_keys=True)
+_env = environment("qdd.preflight")
 
 
 @dataclass(frozen=True)
@@ -66,9 +63,7 @@ class PreflightOptions:
 
 
 def _base_labels(plan: Plan) -> dict[str, str]:
-    return {"app.kubernetes.io/name": "qdd", "app.kubernetes.io/instance": plan.name,
-            "app.kubernetes.io/managed-by": "qdd-operator", labels.PART_OF: "qdd",
-            labels.DEPLOYMENT: plan.name, labels.ROLE: ROLE}
+    return labels.object_labels(plan.name, ROLE)
 
 
 def _endpoint_selector(plan: Plan, role: RolePlan, endpoint: int) -> dict[str, str]:
@@ -133,8 +128,6 @@ def _job(plan: Plan, side: str, pair: int, layout_json: str, o: PreflightOptions
                      **s.cluster.node_selector}
     text = _env.get_template("job.yaml.j2").render(
         d=plan, side=side, pair=pair, name=job_name(plan.name, side, pair), service=service_name(plan.name),
-        comment=(f"{'registers' if side == 'serve' else 'reads'} {plan.checkpoint.architecture.name} cache pages "
-                 f"like {role.role} endpoint {endpoint} ({role.topology_name})"),
         labels={**_base_labels(plan), SIDE: side, labels.ENDPOINT: str(pair)}, deadline=o.deadline_seconds,
         image_pull_secrets=s.engine.image_pull_secrets, node_selector=node_selector,
         affinity=_affinity(plan, side, pair, _endpoint_selector(plan, role, endpoint)),

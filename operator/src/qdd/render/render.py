@@ -8,26 +8,21 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Any
 
 import yaml
-from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from .. import labels, names
 from ..plan import Plan, PodPlan, RolePlan
 from ..plan.router import METRICS_PORT
+from .safe import environment, load_all
 
-_env = Environment(loader=PackageLoader("qdd.render", "templates"), undefined=StrictUndefined,
-                   keep_trailing_newline=True, autoescape=False)
-_env.filters["toyaml"] = lambda v: yaml.safe_dump(v, default_flow_style=False, sort_keys=True).rstrip()
-_env.filters["tojson"] = lambda v: json.dumps(v, sort_keys=True)
+_env = environment("qdd.render")
+_env.globals["labels_of"] = labels.object_labels
 
 KIND_ORDER = ["ComputeDomain", "ServiceAccount", "Role", "RoleBinding", "Service", "StatefulSet", "Job", "Pod",
               "Deployment"]
-
-
-def _load_all(text: str) -> list[dict[str, Any]]:
-    return [doc for doc in yaml.safe_load_all(text) if doc]
 
 
 def revision(pod_specs: list[dict[str, Any]]) -> str:
@@ -65,13 +60,13 @@ def _pod(plan: Plan, role: RolePlan, pod: PodPlan, bare: bool) -> dict[str, Any]
 
 def _role_objects(plan: Plan, role: RolePlan) -> list[dict[str, Any]]:
     name = names.role_set(plan.name, role.role)
-    out = _load_all(_env.get_template("service-headless.yaml.j2").render(
+    out = load_all(_env.get_template("service-headless.yaml.j2").render(
         **_ctx(plan), name=name, role=role.role))
     if role.uses_statefulset:
         template = _pod(plan, role, role.pods[0], bare=False)
         text = _env.get_template("statefulset.yaml.j2").render(
-            **_ctx(plan), r=role, name=name, pod_template=yaml.safe_dump(template, sort_keys=False).rstrip())
-        out += _load_all(text)
+            **_ctx(plan), r=role, name=name, pod_template=template)
+        out += load_all(text)
         return out
     for ep in range(role.endpoints):
         group = [p for p in role.pods if p.endpoint == ep]
@@ -90,12 +85,12 @@ def render(plan: Plan) -> list[dict[str, Any]]:
     ctx = _ctx(plan)
     objs: list[dict[str, Any]] = []
     if plan.compute_domain:
-        objs += _load_all(_env.get_template("computedomain.yaml.j2").render(
+        objs += load_all(_env.get_template("computedomain.yaml.j2").render(
             **ctx, cd_name=names.compute_domain(plan.name)))
     objs += _role_objects(plan, plan.prefill)
     objs += _role_objects(plan, plan.decode)
     if plan.router.replicas > 0:
-        objs += _load_all(_env.get_template("router.yaml.j2").render(
+        objs += load_all(_env.get_template("router.yaml.j2").render(
             **ctx, name=names.router(plan.name), router=plan.router, metrics_port=METRICS_PORT,
             service_type=plan.spec.router.service_type))
     order = {k: i for i, k in enumerate(KIND_ORDER)}
@@ -103,16 +98,23 @@ def render(plan: Plan) -> list[dict[str, Any]]:
 
 
 class _Dumper(yaml.SafeDumper):
-    """Quotes strings that YAML 1.1 readers take for booleans (``y``, ``n``, ``on``, ``off``...):
-    PyYAML writes ``y`` bare, and kubectl's Go YAML reads it back as true."""
+    """Quotes every string that some YAML reader would take for another type. PyYAML quotes
+    what its own YAML 1.1 resolver reads as non-strings, but writes ``y``, ``on`` or
+    ``11962460e4`` bare, and kubectl's Go YAML reads them back as a boolean or a float: a
+    revision hash of digits and one ``e`` would become a number and the object be refused."""
 
 
 _YAML11_BOOLS = {"y", "n", "yes", "no", "on", "off", "true", "false"}
+_NOT_A_STRING = re.compile(
+    r"""[-+]?(\.[0-9]+|[0-9][0-9_]*(\.[0-9_]*)?)([eE][-+]?[0-9]+)?   # decimal / float, YAML 1.1 and 1.2
+    |[-+]?0[xXoObB][0-9a-fA-F_]+                                    # hex, octal, binary
+    |[-+]?[0-9][0-9_]*(:[0-5]?[0-9])+(\.[0-9_]*)?                   # YAML 1.1 sexagesimal
+    |[-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN)|~|null|Null|NULL""", re.VERBOSE)
 
 
 def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
-    style = "'" if value.lower() in _YAML11_BOOLS else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+    quote = value.lower() in _YAML11_BOOLS or _NOT_A_STRING.fullmatch(value) is not None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="'" if quote else None)
 
 
 _Dumper.add_representer(str, _str)

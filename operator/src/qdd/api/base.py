@@ -1,4 +1,7 @@
-"""Shared pydantic configuration: camelCase names on the wire, unknown fields refused."""
+"""Shared pydantic configuration: the API server's rules, so that ``qdd render`` refuses exactly
+what ``kubectl apply`` refuses: camelCase names only (a snake_case name is an unknown field, as
+the structural CRD prunes it), unknown fields refused, strict JSON types (no "8" for 8, no 1 for
+true), no NaN or infinity."""
 
 from __future__ import annotations
 
@@ -11,7 +14,8 @@ from pydantic.alias_generators import to_camel
 class ApiModel(BaseModel):
     """Base of every API object. Unknown fields are an error (a typo must not be ignored)."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+    model_config = ConfigDict(alias_generator=to_camel, validate_by_alias=True, validate_by_name=False,
+                              extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 def cel(*rules: tuple[str, str, str]) -> dict[str, Any]:

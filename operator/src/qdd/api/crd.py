@@ -12,8 +12,32 @@ from typing import Any
 from .. import labels
 from .spec import QwenDisaggDeploymentSpec
 from .status import QwenDisaggDeploymentStatus
+from .types import DNS1035_LABEL
 
 _DROP = {"title", "$defs"}
+
+
+def _map_keys_as_cel(schema: dict[str, Any]) -> dict[str, Any]:
+    """A map whose keys are constrained (pydantic: ``patternProperties`` + ``propertyNames``,
+    neither allowed in a structural schema) → ``additionalProperties`` for the values and CEL
+    rules over the keys, with the same pattern (RE2 in CEL's ``matches``) and lengths."""
+    rest = {k: v for k, v in schema.items() if k not in ("patternProperties", "propertyNames")}
+    patterns = schema.get("patternProperties", {})
+    if len(patterns) > 1:
+        raise ValueError(f"not structural: several key patterns {sorted(patterns)}")
+    names = schema.get("propertyNames", {})
+    rules = []
+    for pattern, value in patterns.items():
+        rest["additionalProperties"] = value
+        rules.append({"rule": f"self.all(k, k.matches(r'{pattern}'))",
+                      "message": "every key must be a Kubernetes qualified name (an optional DNS prefix and '/', "
+                                 "then letters, digits, '-', '_', '.')"})
+    if "maxLength" in names or "minLength" in names:
+        lo, hi = names.get("minLength", 0), names.get("maxLength")
+        cond = " && ".join(c for c in (f"size(k) >= {lo}" if lo else "", f"size(k) <= {hi}" if hi else "") if c)
+        rules.append({"rule": f"self.all(k, {cond})", "message": f"keys must be {lo} to {hi} characters long"})
+    rest["x-kubernetes-validations"] = rest.get("x-kubernetes-validations", []) + rules
+    return rest
 
 
 def structural(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -31,6 +55,8 @@ def structural(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> di
         if rest.get("default", "x") is None:
             rest.pop("default")
         return structural({**branches[0], **rest}, defs)
+    if "patternProperties" in schema or "propertyNames" in schema:
+        return structural(_map_keys_as_cel(schema), defs)
     out: dict[str, Any] = {}
     for key, value in schema.items():
         if key in _DROP:
@@ -82,6 +108,12 @@ def openapi_schema() -> dict[str, Any]:
             "spec": spec,
             "status": status,
         },
+        # Service names and pod hostnames are built from the name: a DNS-1035 label (the API server
+        # itself only asks a DNS-1123 subdomain of custom resources). api/resource.py checks the same.
+        "x-kubernetes-validations": [{
+            "rule": f"self.metadata.name.matches(r'{DNS1035_LABEL}')",
+            "message": "metadata.name must be a DNS label: lowercase letters, digits and '-', starting with a letter "
+                       "and ending with a letter or digit"}],
     }
 
 

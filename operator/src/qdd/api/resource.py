@@ -12,10 +12,11 @@ from .. import labels
 from ..errors import FieldError, SpecError
 from .rules import SPEC_RULES
 from .spec import QwenDisaggDeploymentSpec
+from .types import DNS1035_LABEL, DNS1123_LABEL, PATTERN_HELP
 
 API_VERSION = f"{labels.GROUP}/{labels.VERSION}"
-_DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_DNS_1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_1035 = re.compile(DNS1035_LABEL)
+_DNS_1123 = re.compile(DNS1123_LABEL)
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,8 @@ def parse_spec(spec: Any) -> QwenDisaggDeploymentSpec:
                 msg = "unknown field (check its spelling against `kubectl explain qdd.spec`)"
             elif err["type"] == "missing":
                 msg = "required field is missing"
+            elif err["type"] == "string_pattern_mismatch":
+                msg = f"must be {PATTERN_HELP.get(err['ctx']['pattern'], 'of the documented form')}"
             errors.append(FieldError(_loc_to_path(loc), msg))
         raise SpecError(errors) from None
     broken = [FieldError("spec" + r.field, r.message) for r in SPEC_RULES if not r.check(parsed)]

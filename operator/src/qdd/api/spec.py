@@ -9,28 +9,31 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from .base import ApiModel
+from .base import ApiModel, cel
 from .rules import SPEC_RULES, cel_rules
+from .types import (ALL2ALL, ARCH_NAME, ENV_NAME, FIELD_PATH, HOST, IDENTIFIER, MAX_CONCURRENCY, MAX_TOKENS,
+                    MODEL_PATH, SECRET_KEY, SERVED_NAME, SUB_PATH, UCX_TLS, VERSION, EnvValue, ExtraArg, Image,
+                    LabelKey, LabelValue, ObjectName, Quantity)
 
 KVCacheDtype = Literal["auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2"]
 MambaDtype = Literal["auto", "bfloat16", "float16", "float32"]
 
 
 class PVCSource(ApiModel):
-    claim_name: str = Field(min_length=1, description="PersistentVolumeClaim holding the checkpoint.")
-    sub_path: str | None = Field(None, description="Folder of the checkpoint inside the volume.")
+    claim_name: ObjectName = Field(description="PersistentVolumeClaim holding the checkpoint.")
+    sub_path: str | None = Field(None, max_length=1024, pattern=SUB_PATH, description="Folder of the checkpoint inside the volume (relative, no '..').")
 
 
 class SecretKeyRef(ApiModel):
-    name: str = Field(min_length=1, description="Secret name.")
-    key: str = Field("token", description="Key in the Secret.")
+    name: ObjectName = Field(description="Secret name.")
+    key: str = Field("token", min_length=1, max_length=253, pattern=SECRET_KEY, description="Key in the Secret.")
 
 
 class HuggingFaceSource(ApiModel):
     token_secret_ref: SecretKeyRef | None = Field(None, description="Secret with an HF token, exported as HF_TOKEN.")
-    cache_pvc: str | None = Field(None, description="PVC mounted at the HF cache (HF_HOME) so restarts do not re-download.")
+    cache_pvc: ObjectName | None = Field(None, description="PVC mounted at the HF cache (HF_HOME) so restarts do not re-download.")
 
 
 class ModelSourceSpec(ApiModel):
@@ -42,47 +45,47 @@ class ArchitectureSpec(ApiModel):
     """config.json numbers of a model the catalog lacks (names as in config.json, camelCased). With a
     catalog name alone, the catalog's numbers; numbers given next to a catalog name override them."""
 
-    name: str = Field(min_length=1, description="Architecture name; a catalog name uses the catalog's numbers (any number given here overrides).")
-    vllm_class: str = Field("Qwen3_5MoeForConditionalGeneration", description="vLLM model class (config.json architectures[0]).")
-    num_hidden_layers: int | None = Field(None, ge=1, description="config.json num_hidden_layers. Required unless name is a catalog architecture.")
-    full_attention_interval: int = Field(4, ge=1, description="config.json full_attention_interval: layer i is full attention iff (i+1) % interval == 0.")
-    num_attention_heads: int | None = Field(None, ge=1, description="config.json num_attention_heads. Required unless name is a catalog architecture.")
-    num_key_value_heads: int | None = Field(None, ge=1, description="config.json num_key_value_heads. Required unless name is a catalog architecture.")
-    head_dim: int = Field(256, ge=1, description="config.json head_dim.")
-    linear_num_key_heads: int | None = Field(None, ge=1, description="config.json linear_num_key_heads (Gated DeltaNet). Required unless name is a catalog architecture.")
-    linear_num_value_heads: int | None = Field(None, ge=1, description="config.json linear_num_value_heads. Required unless name is a catalog architecture.")
-    linear_key_head_dim: int = Field(128, ge=1, description="config.json linear_key_head_dim.")
-    linear_value_head_dim: int = Field(128, ge=1, description="config.json linear_value_head_dim.")
-    linear_conv_kernel_dim: int = Field(4, ge=2, description="config.json linear_conv_kernel_dim.")
-    hidden_size: int | None = Field(None, ge=1, description="config.json hidden_size. Required unless name is a catalog architecture.")
-    vocab_size: int | None = Field(None, ge=1, description="config.json vocab_size. Required unless name is a catalog architecture.")
-    num_experts: int = Field(0, ge=0, description="config.json num_experts (0 for dense).")
-    num_experts_per_tok: int = Field(0, ge=0, description="config.json num_experts_per_tok.")
-    moe_intermediate_size: int = Field(0, ge=0, description="config.json moe_intermediate_size.")
-    shared_expert_intermediate_size: int = Field(0, ge=0, description="config.json shared_expert_intermediate_size.")
-    intermediate_size: int = Field(0, ge=0, description="config.json intermediate_size (dense MLP).")
+    name: str = Field(min_length=1, max_length=128, pattern=ARCH_NAME, description="Architecture name; a catalog name uses the catalog's numbers (any number given here overrides).")
+    vllm_class: str = Field("Qwen3_5MoeForConditionalGeneration", max_length=128, pattern=IDENTIFIER, description="vLLM model class (config.json architectures[0]).")
+    num_hidden_layers: int | None = Field(None, ge=1, le=1024, description="config.json num_hidden_layers. Required unless name is a catalog architecture.")
+    full_attention_interval: int = Field(4, ge=1, le=1024, description="config.json full_attention_interval: layer i is full attention iff (i+1) % interval == 0.")
+    num_attention_heads: int | None = Field(None, ge=1, le=1024, description="config.json num_attention_heads. Required unless name is a catalog architecture.")
+    num_key_value_heads: int | None = Field(None, ge=1, le=1024, description="config.json num_key_value_heads. Required unless name is a catalog architecture.")
+    head_dim: int = Field(256, ge=1, le=4096, description="config.json head_dim.")
+    linear_num_key_heads: int | None = Field(None, ge=1, le=1024, description="config.json linear_num_key_heads (Gated DeltaNet). Required unless name is a catalog architecture.")
+    linear_num_value_heads: int | None = Field(None, ge=1, le=1024, description="config.json linear_num_value_heads. Required unless name is a catalog architecture.")
+    linear_key_head_dim: int = Field(128, ge=1, le=4096, description="config.json linear_key_head_dim.")
+    linear_value_head_dim: int = Field(128, ge=1, le=4096, description="config.json linear_value_head_dim.")
+    linear_conv_kernel_dim: int = Field(4, ge=2, le=64, description="config.json linear_conv_kernel_dim.")
+    hidden_size: int | None = Field(None, ge=1, le=65536, description="config.json hidden_size. Required unless name is a catalog architecture.")
+    vocab_size: int | None = Field(None, ge=1, le=4194304, description="config.json vocab_size. Required unless name is a catalog architecture.")
+    num_experts: int = Field(0, ge=0, le=4096, description="config.json num_experts (0 for dense).")
+    num_experts_per_tok: int = Field(0, ge=0, le=256, description="config.json num_experts_per_tok.")
+    moe_intermediate_size: int = Field(0, ge=0, le=1048576, description="config.json moe_intermediate_size.")
+    shared_expert_intermediate_size: int = Field(0, ge=0, le=1048576, description="config.json shared_expert_intermediate_size.")
+    intermediate_size: int = Field(0, ge=0, le=1048576, description="config.json intermediate_size (dense MLP).")
 
 
 class ModelSpec(ApiModel):
-    name: str = Field(min_length=1, description="HF model id or path, passed to `vllm serve` (e.g. nvidia/Qwen3.5-397B-A17B-NVFP4). Must be identical on prefill and decode.")
-    served_model_name: str | None = Field(None, description="Name clients send in requests (--served-model-name). Default: the last part of name.")
+    name: str = Field(min_length=1, max_length=256, pattern=MODEL_PATH, description="HF model id or path, passed to `vllm serve` (e.g. nvidia/Qwen3.5-397B-A17B-NVFP4). Must be identical on prefill and decode.")
+    served_model_name: str | None = Field(None, max_length=256, pattern=SERVED_NAME, description="Name clients send in requests (--served-model-name). Default: the last part of name.")
     architecture: ArchitectureSpec | None = Field(None, description="Inline architecture numbers for a model the catalog lacks.")
     quantization: Literal["auto", "nvfp4", "fp8", "bfloat16"] = Field("auto", description="How the checkpoint stores its weights (sizes the memory model). auto: from the name's suffix (-NVFP4, -FP8), else bfloat16.")
     source: ModelSourceSpec | None = Field(None, description="Where the weights come from. Default: the engine image or its own download.")
 
 
 class EngineSpec(ApiModel):
-    image: str = Field(min_length=1, description="vLLM engine image (see images/vllm). Its vLLM version must be vllmVersion.")
-    vllm_version: str = Field("0.33.0", description="vLLM version inside image; selects the engine profile (flags, defaults, fixes).")
+    image: Image = Field(description="vLLM engine image (see images/vllm). Its vLLM version must be vllmVersion.")
+    vllm_version: str = Field("0.33.0", max_length=64, pattern=VERSION, description="vLLM version inside image; selects the engine profile (flags, defaults, fixes).")
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field("IfNotPresent", description="Pull policy of engine containers.")
-    image_pull_secrets: list[str] = Field(default_factory=list, max_length=8, description="Names of image pull Secrets.")
+    image_pull_secrets: list[ObjectName] = Field(default_factory=list, max_length=8, description="Names of image pull Secrets.")
 
 
 class WorkloadSpec(ApiModel):
-    isl: int = Field(ge=1, le=262144, description="Input sequence length, tokens (upper bound of the random range).")
-    osl: int = Field(ge=1, le=262144, description="Output sequence length, tokens (upper bound of the random range).")
+    isl: int = Field(ge=1, le=MAX_TOKENS, description="Input sequence length, tokens (upper bound of the random range).")
+    osl: int = Field(ge=1, le=MAX_TOKENS, description="Output sequence length, tokens (upper bound of the random range).")
     random_range_ratio: float = Field(1.0, gt=0, le=1, description="Lengths are uniform in [ratio×L, L] (sa-bench random dataset); 1 = fixed lengths.")
-    concurrency: int = Field(ge=1, description="Concurrent requests the deployment must hold (sizes decode max-num-seqs, CUDA graphs and capacity).")
+    concurrency: int = Field(ge=1, le=MAX_CONCURRENCY, description="Concurrent requests the deployment must hold (sizes decode max-num-seqs, CUDA graphs and capacity).")
 
 
 class TopologySpec(ApiModel):
@@ -91,10 +94,53 @@ class TopologySpec(ApiModel):
     expert_parallel: bool = Field(True, description="--enable-expert-parallel: experts sharded over DP×TP ranks.")
 
 
+class KeyRef(ApiModel):
+    name: ObjectName = Field(description="Secret or ConfigMap name, in the deployment's namespace.")
+    key: str = Field(min_length=1, max_length=253, pattern=SECRET_KEY, description="Key in it.")
+    optional: bool | None = Field(None, description="The pod starts without it when true.")
+
+
+class FieldRef(ApiModel):
+    field_path: str = Field(max_length=317, pattern=FIELD_PATH, description="Downward-API field, e.g. status.podIP or metadata.name.")
+    api_version: Literal["v1"] | None = Field(None, description="v1 (the default).")
+
+
+class ResourceFieldRef(ApiModel):
+    resource: Literal["limits.cpu", "limits.memory", "limits.ephemeral-storage", "requests.cpu", "requests.memory",
+                      "requests.ephemeral-storage"] = Field(description="Container resource to expose.")
+    container_name: Literal["vllm"] | None = Field(None, description="Only the engine container (vllm).")
+    divisor: Quantity | None = Field(None, description="Unit of the exposed value (e.g. 1Mi).")
+
+
+_ONE_SOURCE = " + ".join(f"(has(self.{k}) ? 1 : 0)" for k in ("secretKeyRef", "configMapKeyRef", "fieldRef", "resourceFieldRef"))
+
+
+class EnvVarSource(ApiModel):
+    """core/v1 EnvVarSource: exactly one of its references."""
+
+    model_config = ApiModel.model_config | {"json_schema_extra": cel((f"{_ONE_SOURCE} == 1", "",
+                                                                      "set exactly one of secretKeyRef, configMapKeyRef, fieldRef, resourceFieldRef"))}
+
+    secret_key_ref: KeyRef | None = Field(None, description="A key of a Secret.")
+    config_map_key_ref: KeyRef | None = Field(None, description="A key of a ConfigMap.")
+    field_ref: FieldRef | None = Field(None, description="A field of the pod.")
+    resource_field_ref: ResourceFieldRef | None = Field(None, description="A resource of the engine container.")
+
+    @model_validator(mode="after")
+    def _one(self) -> "EnvVarSource":
+        if sum(v is not None for v in (self.secret_key_ref, self.config_map_key_ref, self.field_ref,
+                                       self.resource_field_ref)) != 1:
+            raise ValueError("set exactly one of secretKeyRef, configMapKeyRef, fieldRef, resourceFieldRef")
+        return self
+
+    def to_k8s(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True, exclude_none=True)
+
+
 class EnvVar(ApiModel):
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", description="Variable name.")
-    value: str | None = Field(None, description="Literal value.")
-    value_from: dict[str, Any] | None = Field(None, description="A Kubernetes EnvVarSource.")
+    name: str = Field(min_length=1, max_length=256, pattern=ENV_NAME, description="Variable name.")
+    value: EnvValue | None = Field(None, description="Literal value.")
+    value_from: EnvVarSource | None = Field(None, description="A Kubernetes EnvVarSource (secretKeyRef, configMapKeyRef, fieldRef, resourceFieldRef).")
 
 
 class RoleTuning(ApiModel):
@@ -103,14 +149,14 @@ class RoleTuning(ApiModel):
     mamba_ssm_cache_dtype: MambaDtype = Field("bfloat16", description="--mamba-ssm-cache-dtype (GDN state). bfloat16 halves GDN state vs the config's float32. Must match between roles.")
     prefix_caching: bool = Field(False, description="--enable-prefix-caching. Must stay false: hybrid models over NIXL crash decode with it.")
     language_model_only: bool = Field(True, description="--language-model-only: text only; enables the fused QK-norm+RoPE+gate path.")
-    stream_interval: int = Field(100, ge=1, description="--stream-interval, tokens per streamed chunk (seed: 100; use 1 for latency).")
+    stream_interval: int = Field(100, ge=1, le=65536, description="--stream-interval, tokens per streamed chunk (seed: 100; use 1 for latency).")
     gdn_prefill_backend: Literal["auto", "flashinfer", "triton", "cutedsl"] | None = Field(None, description="--gdn-prefill-backend. Default: engine's auto (FlashInfer on Blackwell with CUDA ≥ 13).")
-    api_server_count: int | None = Field(None, ge=1, description="--api-server-count of HTTP-serving pods (1 brings periodic stats logs back while tuning).")
-    max_num_batched_tokens: int | None = Field(None, ge=1, description="--max-num-batched-tokens. Default: prefill 2×ISL; decode the engine default for the GPU.")
-    max_num_seqs: int | None = Field(None, ge=1, description="--max-num-seqs per DP rank. Default: decode max(engine default, capture size).")
-    max_cudagraph_capture_size: int | None = Field(None, ge=1, description="--max-cudagraph-capture-size. Default (decode): ceil(concurrency / decode DP ranks) + 128 on vLLM's capture grid, at least 512.")
+    api_server_count: int | None = Field(None, ge=1, le=64, description="--api-server-count of HTTP-serving pods (1 brings periodic stats logs back while tuning).")
+    max_num_batched_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS, description="--max-num-batched-tokens. Default: prefill 2×ISL; decode the engine default for the GPU.")
+    max_num_seqs: int | None = Field(None, ge=1, le=65536, description="--max-num-seqs per DP rank. Default: decode max(engine default, capture size).")
+    max_cudagraph_capture_size: int | None = Field(None, ge=1, le=65536, description="--max-cudagraph-capture-size. Default (decode): ceil(concurrency / decode DP ranks) + 128 on vLLM's capture grid, at least 512.")
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1, description="--gpu-memory-utilization. Default: the engine's (0.92 on 0.33).")
-    all2all_backend: str | None = Field(None, alias="all2allBackend", description="--all2all-backend for expert parallel (engine default allgather_reducescatter).")
+    all2all_backend: str | None = Field(None, alias="all2allBackend", max_length=64, pattern=ALL2ALL, description="--all2all-backend for expert parallel (engine default allgather_reducescatter).")
 
 
 def _role_tuning_default() -> RoleTuning:
@@ -120,10 +166,10 @@ def _role_tuning_default() -> RoleTuning:
 class RoleSpec(ApiModel):
     topology: TopologySpec = Field(description="DP/TP/EP layout of one endpoint.")
     tuning: RoleTuning = Field(default_factory=_role_tuning_default, json_schema_extra={"default": {}}, description="Engine knobs of this role.")
-    extra_args: list[str] = Field(default_factory=list, max_length=64, description="Extra `vllm serve` arguments. Flags the operator owns are refused.")
+    extra_args: list[ExtraArg] = Field(default_factory=list, max_length=64, description="Extra `vllm serve` arguments. Flags the operator owns are refused.")
     extra_env: list[EnvVar] = Field(default_factory=list, max_length=64, description="Extra environment. Variables the operator owns are refused.")
-    cpu: str | None = Field(None, description="CPU request per pod (e.g. '32').")
-    memory: str | None = Field(None, description="Memory request per pod (e.g. '256Gi').")
+    cpu: Quantity | None = Field(None, description="CPU request per pod (e.g. '32').")
+    memory: Quantity | None = Field(None, description="Memory request per pod (e.g. '256Gi').")
 
 
 class PrefillSpec(RoleSpec):
@@ -134,33 +180,46 @@ class DecodeSpec(RoleSpec):
     endpoints: int = Field(1, ge=1, le=16, description="Decode endpoints (one DP/EP group each, possibly over several nodes).")
 
 
+class Toleration(ApiModel):
+    """core/v1 Toleration."""
+
+    key: LabelKey | None = Field(None, description="Taint key; empty with operator Exists matches every taint.")
+    operator: Literal["Exists", "Equal"] | None = Field(None, description="Exists or Equal (the default).")
+    value: LabelValue | None = Field(None, description="Taint value (operator Equal).")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(None, description="Taint effect; empty matches all.")
+    toleration_seconds: int | None = Field(None, ge=0, le=31536000, description="NoExecute: seconds the pod stays bound after the taint appears.")
+
+    def to_k8s(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True, exclude_none=True)
+
+
 class ClusterSpec(ApiModel):
     gpu_type: Literal["GB200", "B200", "H200", "H100"] = Field("GB200", description="GPU kind (the catalog's): GB200, B200, H200 or H100.")
     gpus_per_node: int | None = Field(None, ge=1, le=8, description="GPUs per node. Default: the GPU kind's (GB200: 4).")
     same_nvlink_domain: bool = Field(True, alias="sameNVLinkDomain", description="Keep every P/D pod in one NVLink domain (pod affinity on nvidia.com/gpu.clique).")
     compute_domain: bool | None = Field(None, description="Create a ComputeDomain and claim its IMEX channel in every GPU pod. Default: on for multi-node NVLink GPUs (GB200).")
-    node_selector: dict[str, str] = Field(default_factory=dict, description="Extra node labels every P/D pod requires.")
-    tolerations: list[dict[str, Any]] = Field(default_factory=list, max_length=16, description="Tolerations of every P/D pod.")
-    shm_size: str = Field("32Gi", description="Size of the /dev/shm emptyDir of engine pods.")
-    startup_timeout_seconds: int = Field(3600, ge=60, description="Startup probe budget (model load, compile, CUDA-graph capture).")
+    node_selector: dict[LabelKey, LabelValue] = Field(default_factory=dict, max_length=32, description="Extra node labels every P/D pod requires.")
+    tolerations: list[Toleration] = Field(default_factory=list, max_length=16, description="Tolerations of every P/D pod.")
+    shm_size: Quantity = Field("32Gi", description="Size of the /dev/shm emptyDir of engine pods.")
+    startup_timeout_seconds: int = Field(3600, ge=60, le=86400, description="Startup probe budget (model load, compile, CUDA-graph capture).")
 
 
 class UCXSpec(ApiModel):
-    tls: str | None = Field(None, description="UCX_TLS. Default: unset (UCX picks; cuda_ipc over NVLink).")
+    tls: str | None = Field(None, max_length=256, pattern=UCX_TLS, description="UCX_TLS. Default: unset (UCX picks; cuda_ipc over NVLink).")
     mnnvl: bool | None = Field(None, description="UCX_CUDA_IPC_ENABLE_MNNVL=y for multi-node NVLink. Default: on for GB200.")
     memtype_cache: bool = Field(False, description="UCX_MEMTYPE_CACHE.")
 
 
 class PreflightSpec(ApiModel):
     enabled: bool = Field(True, description="Move real cache-shaped bytes prefill→decode through NIXL before Ready (KVTransferReady). False skips it.")
-    min_bulk_gbps: float = Field(50.0, gt=0, description="Floor of the bulk NIXL read, GB/s; below it KVTransferReady is False (TCP fallback reads at ~0.5).")
-    max_request_ms: float = Field(10.0, gt=0, description="Ceiling for moving one workload request's cache (ISL+OSL tokens), ms.")
+    min_bulk_gbps: float = Field(50.0, gt=0, le=10000, description="Floor of the bulk NIXL read, GB/s; below it KVTransferReady is False (TCP fallback reads at ~0.5).")
+    max_request_ms: float = Field(10.0, gt=0, le=3600000, description="Ceiling for moving one workload request's cache (ISL+OSL tokens), ms.")
 
 
 class KVTransferSpec(ApiModel):
     connector: Literal["NixlConnector"] = Field("NixlConnector", description="KV connector (kv_connector).")
     side_channel_port: int = Field(5600, ge=1024, le=65000, description="VLLM_NIXL_SIDE_CHANNEL_PORT base; each engine core listens on base + its global DP rank.")
-    side_channel_host: str | None = Field(None, description="Override of VLLM_NIXL_SIDE_CHANNEL_HOST. Default: the pod IP (downward API). Never 0.0.0.0 or localhost.")
+    side_channel_host: str | None = Field(None, max_length=253, pattern=HOST, description="Override of VLLM_NIXL_SIDE_CHANNEL_HOST. Default: the pod IP (downward API). Never 0.0.0.0 or localhost.")
     load_failure_policy: Literal["fail", "recompute"] = Field("fail", description="kv_load_failure_policy.")
     backends: list[Literal["UCX", "LIBFABRIC", "GDS", "MOONCAKE"]] = Field(default_factory=lambda: ["UCX"], max_length=4, json_schema_extra={"default": ["UCX"]}, description="NIXL backends (kv_connector_extra_config.backends).")
     ucx: UCXSpec = Field(default_factory=UCXSpec, json_schema_extra={"default": {}}, description="UCX transport settings of every P/D pod.")
@@ -174,7 +233,7 @@ class PortsSpec(ApiModel):
 
 class RouterSpec(ApiModel):
     replicas: int = Field(1, ge=0, le=16, description="vllm-router replicas.")
-    image: str = Field("qdd/vllm-router:0.1.17", min_length=1, description="vllm-router image (see images/router).")
+    image: Image = Field("qdd/vllm-router:0.1.17", description="vllm-router image (see images/router).")
     port: int = Field(8000, ge=1, le=65535, description="Router HTTP port (Service port).")
     prefill_policy: Literal["random", "round_robin", "cache_aware", "power_of_two"] = Field("round_robin", description="--prefill-policy.")
     decode_policy: Literal["random", "round_robin", "cache_aware", "power_of_two"] = Field("round_robin", description="--decode-policy.")

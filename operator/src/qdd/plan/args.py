@@ -4,8 +4,10 @@ by tests/contract)."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 from ..api.spec import EnvVar, RoleSpec
+from ..catalog.vllm_options import Resolved, serve_options
 from ..errors import FieldError
 from .types import EnvEntry
 
@@ -43,13 +45,6 @@ OWNED_FLAGS: dict[str, str] = {
     "model": "spec.model.name",
     "config": "(a config file could set any flag qdd owns, unchecked; pass its flags in extraArgs)",
 }
-SHORT_FLAGS: dict[str, str] = {
-    "-tp": "tensor-parallel-size", "-dp": "data-parallel-size", "-dpn": "data-parallel-rank",
-    "-dpr": "data-parallel-start-rank", "-dpl": "data-parallel-size-local", "-dpa": "data-parallel-address",
-    "-dpp": "data-parallel-rpc-port", "-dph": "data-parallel-hybrid-lb", "-dpe": "data-parallel-external-lb",
-    "-ep": "enable-expert-parallel", "-asc": "api-server-count",
-}
-"""vLLM's short aliases of owned flags (vllm/engine/arg_utils.py, vllm/entrypoints/openai/cli_args.py)."""
 OWNED_ENV: dict[str, str] = {
     "VLLM_NIXL_SIDE_CHANNEL_HOST": "spec.kvTransfer.sideChannelHost",
     "VLLM_NIXL_SIDE_CHANNEL_PORT": "spec.kvTransfer.sideChannelPort",
@@ -61,47 +56,104 @@ OWNED_ENV: dict[str, str] = {
     "HF_HOME": "spec.model.source.huggingFace.cachePvc",
     "VLLM_LOGGING_COLOR": "(owned: qdd renders 0)",
 }
-OWNED_FLAGS["disable-hybrid-kv-cache-manager"] = "(NIXL P/D of hybrid models needs the hybrid KV cache manager on)"
+OWNED_FLAGS.update({
+    "disable-hybrid-kv-cache-manager": "(NIXL P/D of hybrid models needs the hybrid KV cache manager on)",
+    "nnodes": "topology.dataParallel (qdd lays an endpoint over nodes itself)",
+    "node-rank": "(owned: derived from the pod's place in its endpoint)",
+    "data-parallel-backend": "(owned: qdd runs DP ranks as processes of the engine pods)",
+    "data-parallel-multi-port-external-lb": "(owned: qdd uses internal load balancing per endpoint)",
+})
 
 
-def owned_flag(arg: str) -> str | None:
-    """The flag qdd owns that one argv element would set in vLLM's parser, or None.
+def owned_flags(token: str) -> list[str]:
+    """The owned flags (long names, no dashes) one argv token may set in vLLM 0.33.0's parser.
 
-    Sees through ``--no-X``, ``--x_y`` spellings, ``--flag=value``, a flag and its value joined by
-    a space, vLLM's short aliases (``-tp``), dotted sub-keys (``--kv-transfer-config.kv_role``)
-    and argparse's prefix abbreviations (``--max-num-seq``; vLLM's parser allows them)."""
-    token = arg.strip().split(None, 1)[0].split("=", 1)[0] if arg.strip() else ""
-    if token in SHORT_FLAGS:
-        return SHORT_FLAGS[token]
-    if not token.startswith("--"):
-        return None
-    root = token[2:].replace("_", "-").split(".", 1)[0]
-    for name in (root, root[3:] if root.startswith("no-") else ""):
-        if name in OWNED_FLAGS:
-            return name
-        if len(name) >= 4:
-            prefixed = sorted(f for f in OWNED_FLAGS if f.startswith(name))
-            if prefixed:
-                return prefixed[0]
-    return None
+    Resolved by :mod:`qdd.catalog.vllm_options` as vLLM resolves it: ``--no-X``, ``--x_y``,
+    ``--flag=value``, single-dash aliases (``-tp``), prefixes of them (``-as`` → ``-asc``),
+    one-letter options with their value attached (``-n2``), dotted JSON keys
+    (``--kv-transfer-config.kv_role``) and unique prefixes of long options (``--asy``). A flag
+    and its value joined by a space are read as the flag."""
+    resolved = serve_options().resolve(token.strip().split(None, 1)[0] if token.strip() else "")
+    return [o.name for o in resolved.options if o.name in OWNED_FLAGS] if resolved else []
 
 
-def check_extra(role: str, spec: RoleSpec) -> list[FieldError]:
-    """extraArgs/extraEnv may add to what qdd renders, never contradict it."""
+def owned_flag(token: str) -> str | None:
+    """The first of :func:`owned_flags`, or None."""
+    found = owned_flags(token)
+    return found[0] if found else None
+
+
+@dataclass(frozen=True)
+class ArgToken:
+    """One option of an extraArgs list: its index, its spelling, what it resolves to, its value."""
+
+    index: int
+    given: str
+    resolved: Resolved
+    value: str | None
+
+
+def option_tokens(args: list[str]) -> list[ArgToken]:
+    """The options of an argv tail and their values, as vLLM's parser pairs them: a value is
+    attached (``--x=v``) or the next token when that is not itself an option."""
+    table = serve_options()
+    out: list[ArgToken] = []
+    i = 0
+    while i < len(args):
+        r = table.resolve(args[i])
+        if r is None:
+            i += 1
+            continue
+        value = r.attached
+        takes = any(o.takes_value for o in r.options)
+        if value is None and takes and i + 1 < len(args) and table.resolve(args[i + 1]) is None:
+            value = args[i + 1]
+            out.append(ArgToken(i, args[i], r, value))
+            i += 2
+            continue
+        out.append(ArgToken(i, args[i], r, value if takes or value is not None else "true"))
+        i += 1
+    return out
+
+
+def _owned_error(role: str, given: str, flag: str) -> str:
+    where = OWNED_FLAGS[flag]
+    fix = f"set spec.{role}.{where} instead" if where.startswith(("tuning", "topology")) else (
+        f"set {where} instead" if where.startswith("spec") else f"remove it {where}")
+    what = f"--{flag} is" if given.lstrip("-").replace("_", "-") == flag else f"{given} sets --{flag}, which is"
+    return f"{what} owned by qdd; {fix}"
+
+
+def _arg_errors(role: str, spec: RoleSpec, profile_version: str) -> list[FieldError]:
+    table = serve_options()
     errors = []
     for i, arg in enumerate(spec.extra_args):
-        flag = owned_flag(arg)
-        if flag is not None:
-            where = OWNED_FLAGS[flag]
-            fix = f"set spec.{role}.{where} instead" if where.startswith(("tuning", "topology")) else (
-                f"set {where} instead" if where.startswith("spec") else f"remove it {where}")
-            given = arg.split()[0].split("=", 1)[0]
-            what = f"--{flag} is" if given.lstrip("-").replace("_", "-").removeprefix("no-") == flag else (
-                f"{given} sets --{flag}, which is")
-            errors.append(FieldError(f"spec.{role}.extraArgs[{i}]", f"{what} owned by qdd; {fix}"))
-        elif arg.startswith("-") and len(arg.split("=", 1)[0].split()) > 1:
-            errors.append(FieldError(f"spec.{role}.extraArgs[{i}]", f"{arg!r} is one argv element: give the flag and "
-                                                                     "its value as two list items"))
+        field = f"spec.{role}.extraArgs[{i}]"
+        if arg.startswith("-") and len(arg.split("=", 1)[0].split()) > 1:
+            flag = owned_flag(arg)
+            errors.append(FieldError(field, _owned_error(role, arg.split()[0], flag) if flag else
+                                     f"{arg!r} is one argv element: give the flag and its value as two list items"))
+    for tok in option_tokens(list(spec.extra_args)):
+        field = f"spec.{role}.extraArgs[{tok.index}]"
+        given = tok.given.split("=", 1)[0]
+        names = [o.name for o in tok.resolved.options]
+        owned = [n for n in names if n in OWNED_FLAGS]
+        if given == "--":
+            errors.append(FieldError(field, "'--' would end vLLM's options: remove it"))
+        elif owned:
+            errors.append(FieldError(field, _owned_error(role, given, owned[0])))
+        elif tok.resolved.ambiguous:
+            errors.append(FieldError(field, f"{given} is ambiguous in vLLM {table.vllm_version}'s parser "
+                                            f"(--{', --'.join(names)}): spell the option out"))
+        elif not names and profile_version == table.vllm_version:
+            errors.append(FieldError(field, f"{given} is not a `vllm serve` option of vLLM {table.vllm_version} "
+                                            "(the engine would exit at start): check its spelling"))
+    return errors
+
+
+def check_extra(role: str, spec: RoleSpec, profile_version: str = "0.33.0") -> list[FieldError]:
+    """extraArgs/extraEnv may add to what qdd renders, never contradict it."""
+    errors = _arg_errors(role, spec, profile_version)
     seen: set[str] = set()
     for i, env in enumerate(spec.extra_env):
         if env.name in OWNED_ENV:
@@ -123,16 +175,13 @@ MUST_MATCH_FLAGS = ("block-size", "dtype", "mamba-cache-dtype", "quantization", 
 
 
 def _flag_values(args: list[str]) -> dict[str, str]:
-    """``{flag: value}`` of the must-match flags in an extraArgs list (``--x v`` or ``--x=v``; bare → "true")."""
+    """``{flag: value}`` of the must-match flags in an extraArgs list, by the option each token
+    resolves to (``--x v``, ``--x=v``, ``-q v``, a prefix; a bare flag is ``true``)."""
     out: dict[str, str] = {}
-    for i, arg in enumerate(args):
-        if not arg.startswith("--"):
-            continue
-        name, _, value = arg[2:].replace("_", "-").partition("=")
-        if name in MUST_MATCH_FLAGS:
-            if not value:
-                value = args[i + 1] if i + 1 < len(args) and not args[i + 1].startswith("-") else "true"
-            out[name] = value
+    for tok in option_tokens(args):
+        for o in tok.resolved.options:
+            if o.name in MUST_MATCH_FLAGS:
+                out[o.name] = tok.value if tok.value is not None else "true"
     return out
 
 
@@ -169,4 +218,4 @@ def extra_env(spec: RoleSpec) -> list[EnvEntry]:
 
 
 def _user_env(e: EnvVar) -> EnvEntry:
-    return EnvEntry(e.name, value=e.value, value_from=e.value_from)
+    return EnvEntry(e.name, value=e.value, value_from=e.value_from.to_k8s() if e.value_from else None)

@@ -97,7 +97,7 @@ def _role(plan_name: str, namespace: str, role: str, spec: QwenDisaggDeploymentS
     t, tu = rs.topology, rs.tuning
     pods_per, gpus_per_pod, errs = _layout(role, rs, gpus_per_node)
     errors.extend(errs)
-    errors.extend(check_extra(role, rs))
+    errors.extend(check_extra(role, rs, profile.version))
     if tu.gdn_prefill_backend and not profile.has_gdn_prefill_backend:
         errors.append(FieldError(f"spec.{role}.tuning.gdnPrefillBackend",
                                  f"vLLM {profile.version} has no --gdn-prefill-backend; remove it"))

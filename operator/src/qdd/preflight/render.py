@@ -131,7 +131,7 @@ def _job(plan: Plan, side: str, pair: int, layout_json: str, o: PreflightOptions
         labels={**_base_labels(plan), SIDE: side, labels.ENDPOINT: str(pair)}, deadline=o.deadline_seconds,
         image_pull_secrets=s.engine.image_pull_secrets, node_selector=node_selector,
         affinity=_affinity(plan, side, pair, _endpoint_selector(plan, role, endpoint)),
-        tolerations=s.cluster.tolerations, compute_domain=plan.compute_domain,
+        tolerations=[t.to_k8s() for t in s.cluster.tolerations], compute_domain=plan.compute_domain,
         claim_template=names.imex_claim_template(plan.name), engine=engine,
         args=_args(plan, side, pair, layout_json, o), env=pod.env, port=s.kv_transfer.side_channel_port)
     return yaml.safe_load(text)

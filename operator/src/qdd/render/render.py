@@ -37,7 +37,7 @@ def _ctx(plan: Plan) -> dict[str, Any]:
                      **s.cluster.node_selector}
     src = s.model.source
     return dict(
-        d=plan, engine=s.engine, node_selector=node_selector, tolerations=s.cluster.tolerations,
+        d=plan, engine=s.engine, node_selector=node_selector, tolerations=[t.to_k8s() for t in s.cluster.tolerations],
         same_nvlink_domain=s.cluster.same_nvlink_domain, compute_domain=plan.compute_domain,
         claim_template=names.imex_claim_template(plan.name), image_pull_secrets=s.engine.image_pull_secrets,
         http_port=s.ports.http, dp_rpc_port=s.ports.data_parallel_rpc, shm_size=s.cluster.shm_size,

@@ -19,18 +19,24 @@ from .errors import SpecError
 from .plan import build_plan
 from .plan.summary import summary, table
 from .render import render_all, to_yaml
+from .yamlinput import MAX_BYTES, InputError, load_documents
 
 EXIT_INVALID = 2
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8") as fh:
+        return fh.read(MAX_BYTES + 1)
 
 
 def _documents(paths: list[str]) -> list[tuple[str, Any]]:
     docs = []
     for p in paths:
-        text = sys.stdin.read() if p == "-" else Path(p).read_text()
+        text = sys.stdin.read(MAX_BYTES + 1) if p == "-" else _read(p)
         try:
-            found = [doc for doc in yaml.safe_load_all(text) if doc]
-        except yaml.YAMLError as e:
-            print(f"error: {p}: not valid YAML: {e}".replace('"<unicode string>"', p), file=sys.stderr)
+            found = load_documents(text)
+        except InputError as e:
+            print(f"error: {p}: {e}", file=sys.stderr)
             raise SystemExit(EXIT_INVALID) from None
         if not found:
             print(f"error: {p}: no QwenDisaggDeployment in it", file=sys.stderr)

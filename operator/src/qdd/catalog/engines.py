@@ -55,7 +55,7 @@ class EngineProfile:
         """The capture ceiling the engine picks by itself: min(2 × max_num_seqs, cap, max_num_batched_tokens)
         rounded down to the capture grid."""
         want = min(2 * max_num_seqs, self.capture_cap(gpu), max_num_batched_tokens)
-        return max(s for s in capture_grid(want) if s <= want)
+        return round_down_to_grid(want)
 
 
 def capture_grid(limit: int) -> list[int]:
@@ -70,11 +70,22 @@ def capture_grid(limit: int) -> list[int]:
 
 
 def round_up_to_grid(n: int) -> int:
-    """Smallest capture size on vLLM's grid that is ≥ n."""
-    for s in capture_grid(n + 16):
-        if s >= n:
-            return s
-    raise AssertionError("unreachable: the grid always reaches n")
+    """Smallest capture size on vLLM's grid that is ≥ n. Arithmetic, O(1) in n: a concurrency of
+    a million must not build a list of that size."""
+    if n <= 4:
+        return next(s for s in (1, 2, 4) if s >= n)
+    if n <= 256:
+        return -(-n // 8) * 8
+    return 256 + -(-(n - 256) // 16) * 16
+
+
+def round_down_to_grid(n: int) -> int:
+    """Largest capture size on vLLM's grid that is ≤ n (1 for n < 1)."""
+    if n < 8:
+        return next(s for s in (4, 2, 1) if s <= max(n, 1))
+    if n <= 256:
+        return n // 8 * 8
+    return 256 + (n - 256) // 16 * 16
 
 
 ENGINE_PROFILES: dict[str, EngineProfile] = {

@@ -111,6 +111,11 @@ class Reconciler:
             preflight = [o for o in desired if o["metadata"]["labels"].get(labels.ROLE) == PREFLIGHT_ROLE]
         except SpecError as e:
             errors = [str(x) for x in e.errors]
+        except Exception as e:  # noqa: BLE001 — a bug in plan/render for one resource must not stop the others
+            log.exception("%s/%s: planning failed", namespace, name)
+            plan, desired, preflight = None, [], []
+            errors = [f"spec: qdd could not plan this resource ({type(e).__name__}: {str(e)[:300]}); nothing was "
+                      "applied; this is a qdd bug: report it with the resource"]
 
         observed = kube.list_children(namespace, name)
         states = group_states(desired, observed) if plan else []

@@ -40,6 +40,30 @@ def _inline_architecture(spec: QwenDisaggDeploymentSpec) -> Architecture | None:
     return Architecture(**a.model_dump(exclude={"name"}), name=a.name)
 
 
+MAX_ENGINE_PODS = 288
+"""Engine pods of one deployment: 16 NVL72 racks of 18 trays. Bounds the work of one plan and
+render (about 1 ms per pod) and the objects one custom resource makes."""
+
+
+def _architecture_errors(arch: Architecture, tp: int) -> list[FieldError]:
+    """What vLLM's hybrid Qwen3.5 classes need of config.json numbers, checked before any
+    formula divides by them: at least one full-attention and one Gated DeltaNet layer, and head
+    counts that split evenly over the TP ranks (vLLM asserts divisibility when it shards)."""
+    where = "spec.model.architecture"
+    errors = []
+    if arch.num_full_attention_layers < 1 or arch.num_gdn_layers < 1:
+        errors.append(FieldError(f"{where}.fullAttentionInterval",
+                                 f"{arch.num_hidden_layers} layers with fullAttentionInterval {arch.full_attention_interval} "
+                                 f"give {arch.num_full_attention_layers} full-attention and {arch.num_gdn_layers} GDN layers; "
+                                 "qdd plans hybrid models, which need at least one of each"))
+    for field, heads in (("numAttentionHeads", arch.num_attention_heads), ("linearNumKeyHeads", arch.linear_num_key_heads),
+                         ("linearNumValueHeads", arch.linear_num_value_heads)):
+        if heads % tp:
+            errors.append(FieldError(f"{where}.{field}", f"{heads} heads do not split over tensorParallel {tp}: "
+                                                         "use a TP size that divides it"))
+    return errors
+
+
 def _layout(role: str, rs: RoleSpec, gpus_per_node: int) -> tuple[int, int, list[FieldError]]:
     """(pods per endpoint, GPUs per pod). An endpoint fits one node, or fills whole nodes."""
     t = rs.topology
@@ -192,6 +216,9 @@ def build_plan(resource: Resource) -> Plan:
     except UnknownEngineError as e:
         raise SpecError.one("spec.engine.vllmVersion", str(e)) from None
     gpn = spec.cluster.gpus_per_node or gpu.gpus_per_node
+    errors.extend(_architecture_errors(ckpt.architecture, spec.decode.topology.tensor_parallel))
+    if errors:
+        raise SpecError(errors)
     errors.extend(check_roles_match(spec.prefill, spec.decode))
     max_len = ckpt.architecture.max_position_embeddings
     if spec.workload.isl + spec.workload.osl > max_len:
@@ -256,6 +283,13 @@ def build_plan(resource: Resource) -> Plan:
         warnings.append(f"concurrency {w.concurrency} is above the predicted decode capacity {cap.total} but within the "
                         "model's ±20% tolerance: expect preemptions near the target")
 
+    pods = len(prefill.pods) + len(decode.pods)
+    if pods > MAX_ENGINE_PODS:
+        big = "decode" if len(decode.pods) > len(prefill.pods) else "prefill"
+        errors.append(FieldError(f"spec.{big}.endpoints",
+                                 f"{pods} engine pods ({len(prefill.pods)} prefill + {len(decode.pods)} decode) are more than "
+                                 f"one deployment may have ({MAX_ENGINE_PODS}: 16 NVL72 racks); split it into several "
+                                 "deployments"))
     compute_domain = gpu.multi_node_nvlink if spec.cluster.compute_domain is None else spec.cluster.compute_domain
     total_gpus = prefill.gpus + decode.gpus
     domain_gpus = gpu.nvlink_domain_nodes * gpn

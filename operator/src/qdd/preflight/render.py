@@ -40,7 +40,7 @@ import yaml
 
 from .. import labels, names
 from ..plan import Plan, RolePlan
-from ..render.safe import environment
+from ..render.safe import environment, load
 from .layout import DEFAULT_BULK_BYTES, DEFAULT_REQUESTS, for_plan
 from .names import ROLE, SIDE, TERMINATION_LOG, job_name, serve_host, service_name
 from .verdict import Thresholds
@@ -134,7 +134,7 @@ def _job(plan: Plan, side: str, pair: int, layout_json: str, o: PreflightOptions
         tolerations=[t.to_k8s() for t in s.cluster.tolerations], compute_domain=plan.compute_domain,
         claim_template=names.imex_claim_template(plan.name), engine=engine,
         args=_args(plan, side, pair, layout_json, o), env=pod.env, port=s.kv_transfer.side_channel_port)
-    return yaml.safe_load(text)
+    return load(text)
 
 
 def _service(plan: Plan) -> dict[str, Any]:

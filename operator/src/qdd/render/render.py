@@ -16,7 +16,7 @@ import yaml
 from .. import labels, names
 from ..plan import Plan, PodPlan, RolePlan
 from ..plan.router import METRICS_PORT
-from .safe import environment, load_all
+from .safe import environment, load, load_all
 
 _env = environment("qdd.render")
 _env.globals["labels_of"] = labels.object_labels
@@ -55,7 +55,7 @@ def _pod(plan: Plan, role: RolePlan, pod: PodPlan, bare: bool) -> dict[str, Any]
     text = _env.get_template("engine-pod.yaml.j2").render(
         **_ctx(plan), r=role, pod=pod, bare=bare, pod_labels=extra, subdomain=names.role_set(plan.name, role.role),
         cpu=rs.cpu, memory=rs.memory)
-    return yaml.safe_load(text)
+    return load(text)
 
 
 def _role_objects(plan: Plan, role: RolePlan) -> list[dict[str, Any]]:

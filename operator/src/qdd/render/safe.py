@@ -22,6 +22,11 @@ import yaml
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 
+_Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+"""libyaml's emitter when PyYAML has it. The text it writes is parsed again at once, so only what
+it means matters, not its bytes."""
+
+
 class Block(str):
     """YAML text made from data by a filter; the only string a template writes as it is."""
 
@@ -39,7 +44,7 @@ def _finalize(value: Any) -> str:
 def toyaml(value: Any, indent: int = 0, sort: bool = True) -> Block:
     """Block YAML of ``value``; lines after the first indented by ``indent`` spaces (the first
     sits where the expression is)."""
-    text = yaml.safe_dump(value, default_flow_style=False, sort_keys=sort, width=1 << 16).rstrip()
+    text = yaml.dump(value, Dumper=_Dumper, default_flow_style=False, sort_keys=sort, width=1 << 16).rstrip()
     return Block(text.replace("\n", "\n" + " " * indent))
 
 
@@ -62,6 +67,15 @@ def environment(package: str) -> Environment:
     return env
 
 
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's parser when PyYAML has it: ten times faster than the pure-Python one, same result."""
+
+
 def load_all(text: str) -> list[dict[str, Any]]:
     """The documents of a rendered template (empty ones dropped)."""
-    return [doc for doc in yaml.safe_load_all(text) if doc]
+    return [doc for doc in yaml.load_all(text, Loader=_Loader) if doc]
+
+
+def load(text: str) -> Any:
+    """The one document of a rendered template."""
+    return yaml.load(text, Loader=_Loader)

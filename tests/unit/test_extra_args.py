@@ -132,3 +132,60 @@ def test_context_longer_than_the_model_is_refused(seed_cr):
     seed_cr["spec"]["workload"].update(isl=262144, osl=1024, concurrency=8)
     with pytest.raises(SpecError, match=r"spec.workload.osl: isl \+ osl = 263168 tokens exceeds the model's context of 262144"):
         plan_of(seed_cr)
+
+
+@pytest.mark.parametrize(("arg", "owned"), [
+    ("--asy", "async-scheduling"), ("--no-async", "async-scheduling"), ("--head", "headless"),
+    ("-as", "api-server-count"), ("-n2", "nnodes"), ("-r1", "node-rank"), ("--disable-exp", "enable-expert-parallel"),
+    ("--no-enable-prefix", "enable-prefix-caching"), ("--disable-prefix-caching", "enable-prefix-caching"),
+    ("--disable-hybrid-kv", "disable-hybrid-kv-cache-manager"), ("--kv_transfer_config.kv_role", "kv-transfer-config"),
+    ("--data-parallel-backend=ray", "data-parallel-backend"),
+])
+def test_abbreviations_and_aliases_vllm_accepts_are_owned(arg, owned):
+    """Spellings vLLM 0.33.0's parser maps to an owned option (tests/contract/test_vllm_options.py
+    proves the parser does) are refused like the long name."""
+    assert owned_flag(arg) == owned
+
+
+def test_async_scheduling_prefix_is_refused_on_the_old_profile(seed_cr):
+    seed_cr["spec"]["engine"]["vllmVersion"] = "0.23.0"
+    seed_cr["spec"]["prefill"]["extraArgs"] = ["--asy"]
+    assert _errors(seed_cr) == [("spec.prefill.extraArgs[0]", "--asy sets --async-scheduling, which is owned by qdd; "
+                                                              "set spec.prefill.tuning.asyncScheduling instead")]
+
+
+def test_headless_prefix_on_a_leader_is_refused(seed_cr):
+    seed_cr["spec"]["decode"]["extraArgs"] = ["--head"]
+    assert _errors(seed_cr) == [("spec.decode.extraArgs[0]", "--head sets --headless, which is owned by qdd; "
+                                                             "remove it (owned: set on worker pods)")]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--max-num"], "--max-num sets --max-num-batched-tokens, which is owned"),  # every match is owned
+    (["--enable-lo"], "--enable-lo is ambiguous in vLLM 0.33.0's parser"),
+    (["--not-a-flag"], "--not-a-flag is not a `vllm serve` option of vLLM 0.33.0"),
+    (["--"], "'--' would end vLLM's options"),
+])
+def test_ambiguous_unknown_and_end_of_options_are_refused(seed_cr, args, message):
+    seed_cr["spec"]["prefill"]["extraArgs"] = args
+    [(field, msg)] = _errors(seed_cr)
+    assert field == "spec.prefill.extraArgs[0]" and message in msg
+
+
+@pytest.mark.parametrize(("prefill", "decode"), [
+    (["--block-size", "32"], ["--block_size=64"]),
+    (["-q", "fp8"], ["--quantization", "modelopt_fp4"]),
+    (["--block-si", "32"], []),
+    (["--revision=abc"], ["--revisio", "def"]),
+])
+def test_must_match_flags_compare_by_the_option_whatever_the_spelling(seed_cr, prefill, decode):
+    seed_cr["spec"]["prefill"]["extraArgs"] = prefill
+    seed_cr["spec"]["decode"]["extraArgs"] = decode
+    [(field, msg)] = _errors(seed_cr)
+    assert field == "spec.decode.extraArgs" and "on prefill and" in msg
+
+
+def test_must_match_flags_spelled_differently_but_equal_pass(seed_cr):
+    seed_cr["spec"]["prefill"]["extraArgs"] = ["--block-size", "32"]
+    seed_cr["spec"]["decode"]["extraArgs"] = ["--block_size=32"]
+    assert plan_of(seed_cr).decode.pods[0].argv[-1] == "--block_size=32"

@@ -88,3 +88,9 @@ bench-operator: venv
 bench-nixl:
 	OUT=$${OUT:-bench/out} bash bench/nixl-h200x2.sh final
 	cp $${OUT:-bench/out}/nixl-preflight-h200x2.json bench/results/nixl-preflight-h200x2.json
+
+# Property-based fuzzing of plan + render (tests/unit/test_fuzz_render.py) beyond make test's 150
+# resources, shrinking each failure to a minimal resource.
+.PHONY: fuzz
+fuzz: venv
+	QDD_FUZZ_EXAMPLES=$${QDD_FUZZ_EXAMPLES:-3000} QDD_FUZZ_SHRINK=1 $(PY) -m pytest -q tests/unit/test_fuzz_render.py

@@ -757,3 +757,21 @@ def test_unschedulable_pods_are_named_in_ready_and_progressing():
     assert _unschedulable(obs) == (f"; 1 pod unschedulable ({NAME}-prefill-9: 0/20 nodes are available: "
                                    "18 Insufficient nvidia.com/gpu.)")
     assert _unschedulable(Observed({}, [])) == ""
+
+
+def test_a_crash_in_plan_or_render_is_plan_valid_false_not_an_operator_error(monkeypatch):
+    """Injected: render_all raises (a bug qdd has not found yet). The pass ends normally with
+    PlanValid=False, the message naming the exception, a Warning event, and nothing applied."""
+    import qdd.controller.reconcile as rec
+
+    def boom(plan):
+        raise ZeroDivisionError("division by zero")
+
+    monkeypatch.setattr(rec, "render_all", boom)
+    kube = FakeKube(SEED)
+    writes = _reconcile(kube)
+    assert [w for w in writes if w[0] in ("apply", "delete")] == []
+    assert ("event", "Warning", "InvalidSpec") in writes
+    c = cond(kube.cr["status"], "PlanValid")
+    assert c["status"] == "False" and "ZeroDivisionError: division by zero" in c["message"]
+    assert cond(kube.cr["status"], "Ready")["status"] == "False"

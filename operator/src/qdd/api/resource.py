@@ -81,7 +81,7 @@ def parse_resource(obj: Any) -> Resource:
     name = meta.get("name")
     if not name:
         errs.append(FieldError("metadata.name", "required"))
-    elif not isinstance(name, str) or not _DNS_1035.match(name):
+    elif not isinstance(name, str) or not _DNS_1035.fullmatch(name):
         # Services and pod hostnames are built from it: a DNS-1035 label (no leading digit, no capitals).
         errs.append(FieldError("metadata.name", "must be a DNS label: lowercase letters, digits and '-', starting "
                                                 "with a letter and ending with a letter or digit"))
@@ -89,7 +89,7 @@ def parse_resource(obj: Any) -> Resource:
         # Child names append up to 23 characters (e.g. -decode-0-worker-hdless) under the 63-character limit.
         errs.append(FieldError("metadata.name", "at most 40 characters: child object names are built from it"))
     ns = meta.get("namespace")
-    if ns is not None and (not isinstance(ns, str) or not _DNS_1123.match(ns) or len(ns) > 63):
+    if ns is not None and (not isinstance(ns, str) or not _DNS_1123.fullmatch(ns) or len(ns) > 63):
         errs.append(FieldError("metadata.namespace", "must be a DNS label of at most 63 characters"))
     if errs:
         raise SpecError(errs)

@@ -94,3 +94,8 @@ bench-nixl:
 .PHONY: fuzz
 fuzz: venv
 	QDD_FUZZ_EXAMPLES=$${QDD_FUZZ_EXAMPLES:-3000} QDD_FUZZ_SHRINK=1 $(PY) -m pytest -q tests/unit/test_fuzz_render.py
+
+# Worst-case time and memory of plan + render for one resource (bench/README.md).
+.PHONY: bench-plan
+bench-plan: venv
+	$(PY) bench/plan_render.py

@@ -58,6 +58,7 @@ Server-side apply is a PATCH; when the object does not exist yet the API server 
 `create`, so every applied kind has both.
 */}}
 {{- define "qdd-operator.namespacedRules" -}}
+# What a QwenDisaggDeployment author can cause through these rules: docs/security.md.
 # QwenDisaggDeployments: kopf lists and watches them and keeps its bookkeeping in their
 # annotations (patch); every reconcile reads the object fresh (get). Never update: the operator
 # does not write spec.

@@ -10,8 +10,8 @@ qdd resolves extraArgs with (qdd.catalog.vllm_options) stays what vLLM 0.33.0 pa
 
 Per option (an argparse action of the serve subparser, built as vllm/entrypoints/cli/main.py
 builds it): every option string (long names, single-dash aliases such as -tp, the --no-
-negations of boolean flags), the dest, whether it takes a value, and the choices when it has
-them. Parser-wide: argparse's allow_abbrev (unique prefixes of long options are accepted) and the
+negations of boolean flags), the dest, whether it takes a value and how many (nargs), and the
+choices when it has them. Parser-wide: argparse's allow_abbrev (unique prefixes of long options are accepted) and the
 rewrites FlexibleArgumentParser.parse_args makes before argparse sees the argv.
 """
 
@@ -44,6 +44,8 @@ def main() -> int:
             "dest": action.dest,
             "strings": sorted(strings[id(action)]),
             "takes_value": action.nargs != 0,
+            # argparse nargs: "1" (one value; argparse's None), "0" (a flag), "?", "+", "*" or a count.
+            "nargs": "1" if action.nargs is None else str(action.nargs),
             "choices": choices,
         })
     options.sort(key=lambda o: o["dest"])

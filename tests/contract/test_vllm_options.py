@@ -32,6 +32,8 @@ CASES: dict[str, list[str]] = {
     "block-size-prefix": ["--block-si", "32"],
     "optimization-level": ["-O3"],
     "hybrid-kv-manager-prefix": ["--disable-hybrid-kv"],
+    "short-dotted": ["-dpb.x", "8"],
+    "json-subkey": ["--compilation-config.max_cudagraph_capture_size", "8192"],
     "harmless": ["--enable-eplb"],
     "max-model-len": ["--max-model-len", "9216"],
 }

@@ -161,7 +161,9 @@ def test_headless_prefix_on_a_leader_is_refused(seed_cr):
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--max-num"], "--max-num sets --max-num-batched-tokens, which is owned"),  # every match is owned
+    (["--max-num"], "--max-num is ambiguous in vLLM 0.33.0's parser, which refuses it (--max-num-active-seqs"),
+    (["--enable-eplb", "true"], "'true' is neither an option nor the value of the one before it"),
+    (["--max-model-len"], "--max-model-len needs a value"),
     (["--enable-lo"], "--enable-lo is ambiguous in vLLM 0.33.0's parser"),
     (["--not-a-flag"], "--not-a-flag is not a `vllm serve` option of vLLM 0.33.0"),
     (["--"], "'--' would end vLLM's options"),
@@ -169,7 +171,7 @@ def test_headless_prefix_on_a_leader_is_refused(seed_cr):
 def test_ambiguous_unknown_and_end_of_options_are_refused(seed_cr, args, message):
     seed_cr["spec"]["prefill"]["extraArgs"] = args
     [(field, msg)] = _errors(seed_cr)
-    assert field == "spec.prefill.extraArgs[0]" and message in msg
+    assert field.startswith("spec.prefill.extraArgs[") and message in msg
 
 
 @pytest.mark.parametrize(("prefill", "decode"), [
@@ -189,3 +191,50 @@ def test_must_match_flags_spelled_differently_but_equal_pass(seed_cr):
     seed_cr["spec"]["prefill"]["extraArgs"] = ["--block-size", "32"]
     seed_cr["spec"]["decode"]["extraArgs"] = ["--block_size=32"]
     assert plan_of(seed_cr).decode.pods[0].argv[-1] == "--block_size=32"
+
+
+def test_all2all_backend_must_be_one_vllm_has(seed_cr):
+    seed_cr["spec"]["decode"]["tuning"] = {"all2allBackend": "bogus"}
+    [(field, msg)] = _errors(seed_cr)
+    assert field == "spec.decode.tuning.all2allBackend" and msg.startswith("'bogus' is not an --all2all-backend of vLLM 0.33.0")
+    seed_cr["spec"]["decode"]["tuning"] = {"all2allBackend": "flashinfer_nvlink_one_sided"}
+    assert plan_of(seed_cr).decode.pods[0].argv[-4:-2] == ("--all2all-backend", "flashinfer_nvlink_one_sided")
+
+
+@pytest.mark.parametrize(("prefill", "decode"), [
+    (["--hf-overrides.num_hidden_layers", "1"], ["--hf-overrides.num_hidden_layers", "2"]),
+    (["--hf-overrides.a=1"], ["--hf-overrides.b=1"]),
+    (["--attention-config.backend", "FLASHINFER"], []),
+])
+def test_must_match_dotted_keys_are_compared_by_key_and_value(seed_cr, prefill, decode):
+    seed_cr["spec"]["prefill"]["extraArgs"] = prefill
+    seed_cr["spec"]["decode"]["extraArgs"] = decode
+    [(field, msg)] = _errors(seed_cr)
+    assert field == "spec.decode.extraArgs" and "on prefill and" in msg
+
+
+def test_must_match_dotted_and_json_spellings_of_one_value_agree(seed_cr):
+    seed_cr["spec"]["prefill"]["extraArgs"] = ["--hf-overrides.a", "1"]
+    seed_cr["spec"]["decode"]["extraArgs"] = ["--hf-overrides", '{"a": 1}']
+    assert plan_of(seed_cr).decode.pods[0].argv[-1] == '{"a": 1}'
+
+
+@pytest.mark.parametrize(("arg", "value", "field"), [
+    ("--compilation-config.max_cudagraph_capture_size", "8192", "tuning.maxCudagraphCaptureSize"),
+    ("-cc", '{"cudagraph_capture_sizes": [1, 2]}', "tuning.maxCudagraphCaptureSize"),
+    ("--additional-config.gdn_prefill_backend", "triton", "tuning.gdnPrefillBackend"),
+])
+def test_owned_settings_inside_json_options_are_refused(seed_cr, arg, value, field):
+    seed_cr["spec"]["decode"]["extraArgs"] = [arg, value]
+    [(f, msg)] = _errors(seed_cr)
+    assert f == "spec.decode.extraArgs[0]" and f"spec.decode.{field}" in msg
+
+
+@pytest.mark.parametrize("arg", ["-dpa.x=evil", "-dpb.x"])
+def test_single_dash_dotted_aliases_of_owned_flags_are_refused_on_every_profile(seed_cr, arg):
+    seed_cr["spec"]["engine"]["vllmVersion"] = "0.23.0"
+    seed_cr["spec"]["decode"]["tuning"] = {"asyncScheduling": False}
+    seed_cr["spec"]["prefill"]["tuning"] = {"asyncScheduling": False}
+    seed_cr["spec"]["decode"]["extraArgs"] = [arg, "8"] if "=" not in arg else [arg]
+    [(f, msg)] = _errors(seed_cr)
+    assert f == "spec.decode.extraArgs[0]" and "owned by qdd" in msg

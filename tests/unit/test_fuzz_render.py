@@ -106,7 +106,7 @@ def check_invariants(plan: Plan, objs: list[dict[str, Any]]) -> None:
     text = to_yaml(objs)
     assert to_yaml(render_all(plan)) == text, "rendering is not deterministic"
     assert list(yaml.safe_load_all(text)) == objs
-    ambiguous = [s for s in _plain_scalars(text) if NOT_A_STRING.fullmatch(s)]
+    ambiguous = [s for s in _plain_scalars(text) if NOT_A_STRING.fullmatch(s) or NOT_A_STRING.fullmatch(s.replace("_", ""))]
     assert not ambiguous, f"plain scalars another YAML reader takes for non-strings: {ambiguous[:3]}"
 
     pods = _engine_pods(objs)

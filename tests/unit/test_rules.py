@@ -18,7 +18,7 @@ from qdd.errors import SpecError
 from ..conftest import EXAMPLES, load
 from .helpers import plan_of
 
-_TOKEN = re.compile(r"\s*(?:(?P<str>'[^']*')|has\((?P<has>self(?:\.\w+)+)\)|(?P<path>self(?:\.(?!startsWith|lowerAscii)\w+)+)"
+_TOKEN = re.compile(r"\s*(?:(?P<str>'[^']*')|(?P<num>\b\d+\b)|has\((?P<has>self(?:\.\w+)+)\)|(?P<path>self(?:\.(?!startsWith|lowerAscii)\w+)+)"
                     r"|(?P<meth>\.startsWith|\.lowerAscii)|(?P<op>&&|\|\||==|!=|!|\(|\)|\[|\]|,|\bin\b))")
 _METHODS = {".startsWith": ".startswith", ".lowerAscii": ".lower"}
 _OPS = {"&&": " and ", "||": " or ", "!": " not ", "in": " in "}
@@ -34,6 +34,8 @@ def cel_to_python(rule: str) -> str:
         pos = m.end()
         if m["str"]:
             out.append(m["str"])
+        elif m["num"]:
+            out.append(m["num"])
         elif m["has"]:
             out.append(f"_has({m['has'][5:]!r})")
         elif m["path"]:
@@ -103,6 +105,8 @@ SCENARIOS: dict[str, tuple[Callable[[dict], None], str | None]] = {
     "async-old-v": (_engine("v0.23.0", "prefill", True), ".prefill.tuning.asyncScheduling"),
     "async-off-old": (_engine("0.23.0", "decode", False), None),
     "async-new": (_engine("0.33.0", "decode", True), None),
+    "router-port-is-metrics": (lambda s: s.setdefault("router", {}).update(port=29000), ".router.port"),
+    "router-port-other": (lambda s: s.setdefault("router", {}).update(port=9000), None),
 }
 
 

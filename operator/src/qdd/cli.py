@@ -41,7 +41,7 @@ def _documents(paths: list[str]) -> list[tuple[str, Any]]:
         if not found:
             print(f"error: {p}: no QwenDisaggDeployment in it", file=sys.stderr)
             raise SystemExit(EXIT_INVALID)
-        docs += [(p, doc) for doc in found]
+        docs += [(p if len(found) == 1 else f"{p} (document {i + 1})", doc) for i, doc in enumerate(found)]
     return docs
 
 
@@ -54,6 +54,10 @@ def _plans(paths: list[str]) -> list[Any]:
             failed = True
             for err in e.errors:
                 print(f"error: {path}: {err}", file=sys.stderr)
+        except Exception as e:  # noqa: BLE001 — a qdd bug: say so in one line, as the operator does
+            failed = True
+            print(f"error: {path}: qdd could not plan this resource ({type(e).__name__}: {e}); this is a qdd bug: "
+                  "report it with the resource", file=sys.stderr)
     if failed:
         raise SystemExit(EXIT_INVALID)
     return plans

@@ -1,38 +1,81 @@
-"""Reading YAML that a user gives the CLI, with the limits an API server has: no input can make
+"""Reading YAML that a user gives the CLI the way ``kubectl apply`` reads it, with the limits an
+API server has: ``qdd render`` sees the same values the API server would, and no input can make
 ``qdd`` hang or run out of memory before validation starts.
 
+Values as kubectl reads them (sigs.k8s.io/yaml, a YAML 1.1 reader in Go, then JSON): booleans
+include ``y``/``n``; integers may have ``_`` and ``0x``/``0o``/``0b``/leading-``0`` octal forms but
+no base-60 (``68:16`` is a string); floats need no dot (``1e3``); a float with an integral value
+becomes a JSON integer (``4096.0`` is 4096); dates stay strings. PyYAML's own YAML 1.1 rules
+differ in each of these.
+
+Limits:
 - at most :data:`MAX_BYTES` (1.5 MiB, etcd's default object size limit: nothing larger can be a
   custom resource);
-- at most :data:`MAX_NODES` values once aliases are expanded (a "billion laughs" document of a
-  few lines expands exponentially), and no alias that refers to a node containing itself;
+- at most :data:`MAX_NODES` values, counted while parsing and again with aliases expanded (a
+  "billion laughs" document of a few lines expands exponentially), and no alias that refers to a
+  node containing itself;
+- no key twice in one mapping: kubectl would keep the last silently, so two ``cluster:`` blocks,
+  or two resources pasted without ``---``, would lose fields unseen — qdd refuses instead;
 - nesting at most :data:`MAX_DEPTH` levels (a QwenDisaggDeployment is 6 deep; deeper input
-  would only reach Python's recursion limit).
+  would only reach Python's recursion limit); integers of at most 4,300 digits (Python's limit).
 """
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Any
 
 import yaml
 from yaml.events import CollectionStartEvent
-from yaml.nodes import MappingNode, Node, SequenceNode
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 MAX_BYTES = 1_572_864
 MAX_DEPTH = 64
 MAX_NODES = 100_000
+
+_BOOL = re.compile(r"^(?:y|Y|yes|Yes|YES|n|N|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF)$")
+_INT = re.compile(r"^[-+]?(?:0b[01_]+|0o[0-7_]+|0x[0-9a-fA-F_]+|[0-9][0-9_]*)$")
+_FLOAT = re.compile(r"^(?:[-+]?(?:\.[0-9_]+|[0-9][0-9_]*(?:\.[0-9_]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)"
+                    r"|\.(?:nan|NaN|NAN))$")
+_NULL = re.compile(r"^(?:~|null|Null|NULL|)$")
 
 
 class InputError(ValueError):
     """The input breaks one of the limits, or is not YAML; the message says which and where."""
 
 
-class _Loader(yaml.SafeLoader):
+class _Resolver(yaml.resolver.Resolver):
+    """kubectl's scalar types (see the module docstring); no timestamps, no base 60."""
+
+
+_Resolver.yaml_implicit_resolvers = {}
+for _tag, _regexp, _first in (
+        ("tag:yaml.org,2002:bool", _BOOL, "yYnNtTfFoO"),
+        ("tag:yaml.org,2002:int", _INT, "-+0123456789"),
+        ("tag:yaml.org,2002:float", _FLOAT, "-+0123456789."),
+        ("tag:yaml.org,2002:null", _NULL, ["~", "n", "N", ""]),
+        ("tag:yaml.org,2002:merge", re.compile(r"^(?:<<)$"), ["<"])):
+    _Resolver.add_implicit_resolver(_tag, _regexp, list(_first))
+
+
+class _Loader(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser, yaml.composer.Composer,
+              yaml.constructor.SafeConstructor, _Resolver):
     def __init__(self, stream: str):
-        super().__init__(stream)
+        yaml.reader.Reader.__init__(self, stream)
+        yaml.scanner.Scanner.__init__(self)
+        yaml.parser.Parser.__init__(self)
+        yaml.composer.Composer.__init__(self)
+        yaml.constructor.SafeConstructor.__init__(self)
+        _Resolver.__init__(self)
         self._depth = 0
+        self._nodes = 0
 
     def compose_node(self, parent: Any, index: Any) -> Any:  # noqa: ANN401 — PyYAML's signature
         event = self.peek_event()
+        self._nodes += 1
+        if self._nodes > MAX_NODES:
+            raise InputError(f"line {event.start_mark.line + 1}: more than {MAX_NODES} values")
         nested = isinstance(event, CollectionStartEvent)
         if nested:
             self._depth += 1
@@ -44,10 +87,51 @@ class _Loader(yaml.SafeLoader):
             if nested:
                 self._depth -= 1
 
-    def compose_document(self) -> Any:  # noqa: ANN401
-        node = super().compose_document()
-        _expanded_size(node, {}, set())
-        return node
+    def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if isinstance(key_node, ScalarNode) and key_node.value != "<<":
+                key = self.construct_object(key_node)
+                if key in seen:
+                    raise InputError(f"line {key_node.start_mark.line + 1}: key {key!r} is given twice in one mapping")
+                seen.add(key)
+        mapping = super().construct_mapping(node, deep=deep)
+        # JSON keys are strings: kubectl writes a key read as true, 1 or null as "true", "1", "null".
+        return {_json_key(k): v for k, v in mapping.items()}
+
+    def construct_yaml_int(self, node: ScalarNode) -> int:
+        text = node.value.replace("_", "")
+        sign = -1 if text.startswith("-") else 1
+        digits = text.lstrip("+-")
+        if len(digits) > 4300:
+            raise InputError(f"line {node.start_mark.line + 1}: an integer of {len(digits)} digits")
+        if len(digits) > 1 and digits[0] == "0" and digits[1].isdigit():
+            return sign * int(digits, 8)  # YAML 1.1 / Go: a leading 0 is octal
+        return sign * int(digits, 0)
+
+    def construct_yaml_float(self, node: ScalarNode) -> float | int:
+        text = node.value.replace("_", "").lower()
+        if len(text) > 4300:
+            raise InputError(f"line {node.start_mark.line + 1}: a number of {len(text)} characters")
+        value = {".inf": math.inf, "+.inf": math.inf, "-.inf": -math.inf, ".nan": math.nan}.get(text)
+        if value is None:
+            value = float(text)
+        # JSON has one number type: kubectl sends 4096.0 as 4096, which an integer field accepts.
+        return int(value) if math.isfinite(value) and value.is_integer() and abs(value) < 2**63 else value
+
+
+_Loader.add_constructor("tag:yaml.org,2002:bool",
+                        lambda loader, node: node.value.lower() in ("y", "yes", "true", "on"))
+_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
+_Loader.add_constructor("tag:yaml.org,2002:float", _Loader.construct_yaml_float)
+
+
+def _json_key(key: Any) -> Any:
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    if key is None:
+        return "null"
+    return str(key) if isinstance(key, (int, float)) else key
 
 
 def _expanded_size(node: Node, sizes: dict[int, int], open_: set[int]) -> int:
@@ -75,7 +159,21 @@ def load_documents(text: str) -> list[Any]:
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > MAX_BYTES:
         raise InputError(f"{size} bytes is more than the {MAX_BYTES} an API server stores in one object")
+    loader = _Loader(text)
+    docs = []
     try:
-        return [doc for doc in yaml.load_all(text, Loader=_Loader) if doc]  # noqa: S506 — a SafeLoader
+        while loader.check_node():
+            node = loader.get_node()
+            _expanded_size(node, {}, set())
+            doc = loader.construct_document(node)
+            if doc:
+                docs.append(doc)
     except yaml.YAMLError as e:
         raise InputError(f"not valid YAML: {e}".replace('"<unicode string>", ', "")) from None
+    except InputError:
+        raise
+    except Exception as e:  # noqa: BLE001 — any other constructor failure is bad input, not a crash
+        raise InputError(f"not a value qdd can read: {type(e).__name__}: {e}") from None
+    finally:
+        loader.dispose()
+    return docs

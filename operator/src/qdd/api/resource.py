@@ -40,12 +40,34 @@ def _loc_to_path(loc: tuple[Any, ...]) -> str:
     return path
 
 
+_TYPE_HELP = {
+    "string_type": "must be a string",
+    "int_type": "must be an integer (unquoted)",
+    "bool_type": "must be true or false (unquoted)",
+    "float_type": "must be a number (unquoted)",
+    "list_type": "must be a list",
+    "model_type": "must be a mapping of fields",
+    "dict_type": "must be a mapping",
+}
+"""Pydantic's type errors in the words of a Kubernetes manifest."""
+
+
+def _without_nulls(node: Any) -> Any:
+    """Mappings with their null values dropped: the API server prunes a null it may not store (no
+    field of the CRD is nullable) and then applies the default, so ``tuning: null`` is ``tuning: {}``."""
+    if isinstance(node, dict):
+        return {k: _without_nulls(v) for k, v in node.items() if v is not None}
+    if isinstance(node, list):
+        return [_without_nulls(v) for v in node]
+    return node
+
+
 def parse_spec(spec: Any) -> QwenDisaggDeploymentSpec:
     """Validate ``spec`` (a dict). Raises :class:`SpecError` listing every bad field with a fix."""
     if not isinstance(spec, dict):
         raise SpecError.one("spec", "must be a mapping with model, engine, workload, prefill and decode")
     try:
-        parsed = QwenDisaggDeploymentSpec.model_validate(spec)
+        parsed = QwenDisaggDeploymentSpec.model_validate(_without_nulls(spec))
     except ValidationError as e:
         errors = []
         for err in e.errors():
@@ -58,6 +80,14 @@ def parse_spec(spec: Any) -> QwenDisaggDeploymentSpec:
                 msg = "required field is missing"
             elif err["type"] == "string_pattern_mismatch":
                 msg = f"must be {PATTERN_HELP.get(err['ctx']['pattern'], 'of the documented form')}"
+            else:
+                msg = _TYPE_HELP.get(err["type"], msg.replace("Input should be", "must be").replace("Value error, ", ""))
+                if err["type"] == "string_type" and isinstance(err.get("input"), (int, float)):
+                    msg += f" (quote it: \"{err['input']}\")"
+                elif err["type"] == "string_type" and isinstance(err.get("input"), dict) and "name" in err["input"]:
+                    msg += f": the name itself ({err['input']['name']}), not a mapping with a name"
+                elif err["type"] in ("model_type", "dict_type"):
+                    msg += f" (see `kubectl explain qdd.{_loc_to_path(loc).split('[')[0]}`)"
             errors.append(FieldError(_loc_to_path(loc), msg))
         raise SpecError(errors) from None
     broken = [FieldError("spec" + r.field, r.message) for r in SPEC_RULES if not r.check(parsed)]

@@ -15,6 +15,8 @@ from ..catalog import ENGINE_PROFILES
 LOOPBACK_HOSTS = ("0.0.0.0", "localhost", "localhost.", "127.0.0.1", "::", "::1", "[::]", "[::1]",
                   "0:0:0:0:0:0:0:0", "0:0:0:0:0:0:0:1")
 """Compared lowercased (host names are case-insensitive), with anything in 127.0.0.0/8."""
+ROUTER_METRICS_PORT = 29000
+"""vllm-router's --prometheus-port in every router pod (qdd.plan.router); the router's HTTP port must differ."""
 UNSAFE_ASYNC_VERSIONS = tuple(sorted(v for v, p in ENGINE_PROFILES.items() if not p.async_scheduling_race_fixes))
 UNSAFE_ASYNC_SPELLINGS = UNSAFE_ASYNC_VERSIONS + tuple(f"v{v}" for v in UNSAFE_ASYNC_VERSIONS)
 """vllmVersion accepts an optional leading ``v`` (catalog.engine_profile); CEL and Python compare the same list."""
@@ -89,6 +91,13 @@ SPEC_RULES: list[Rule] = [
         field=".ports.dataParallelRpc",
         message="dataParallelRpc must differ from the HTTP port (the engine fails to start); the default is 29550",
         check=lambda s: s.ports.data_parallel_rpc != s.ports.http,
+    ),
+    Rule(
+        cel=f"self.router.port != {ROUTER_METRICS_PORT}",
+        field=".router.port",
+        message=f"router.port must differ from {ROUTER_METRICS_PORT}, the router's metrics port (two container ports would "
+                "collide); the default is 8000",
+        check=lambda s: s.router.port != ROUTER_METRICS_PORT,
     ),
     *_roles_rules(),
 ]

@@ -180,14 +180,38 @@ class DecodeSpec(RoleSpec):
     endpoints: int = Field(1, ge=1, le=16, description="Decode endpoints (one DP/EP group each, possibly over several nodes).")
 
 
+_TOLERATION_RULES = (
+    ("!has(self.operator) || self.operator != 'Exists' || !has(self.value) || self.value == ''", ".value",
+     "a toleration with operator Exists has no value: remove value or use operator Equal"),
+    ("has(self.key) || (has(self.operator) && self.operator == 'Exists')", ".operator",
+     "a toleration without a key must use operator Exists (it matches every taint)"),
+    ("!has(self.tolerationSeconds) || (has(self.effect) && self.effect == 'NoExecute')", ".tolerationSeconds",
+     "tolerationSeconds applies only to effect NoExecute: set effect NoExecute or remove tolerationSeconds"),
+)
+"""The rules the API server applies to a pod's tolerations (k8s.io/kubernetes/pkg/apis/core/validation,
+validateTolerations), checked on the resource so a pod is never refused after the fact."""
+
+
 class Toleration(ApiModel):
     """core/v1 Toleration."""
+
+    model_config = ApiModel.model_config | {"json_schema_extra": cel(*_TOLERATION_RULES)}
 
     key: LabelKey | None = Field(None, description="Taint key; empty with operator Exists matches every taint.")
     operator: Literal["Exists", "Equal"] | None = Field(None, description="Exists or Equal (the default).")
     value: LabelValue | None = Field(None, description="Taint value (operator Equal).")
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(None, description="Taint effect; empty matches all.")
     toleration_seconds: int | None = Field(None, ge=0, le=31536000, description="NoExecute: seconds the pod stays bound after the taint appears.")
+
+    @model_validator(mode="after")
+    def _rules(self) -> "Toleration":
+        if self.operator == "Exists" and self.value:
+            raise ValueError(_TOLERATION_RULES[0][2])
+        if self.key is None and self.operator != "Exists":
+            raise ValueError(_TOLERATION_RULES[1][2])
+        if self.toleration_seconds is not None and self.effect != "NoExecute":
+            raise ValueError(_TOLERATION_RULES[2][2])
+        return self
 
     def to_k8s(self) -> dict[str, Any]:
         return self.model_dump(by_alias=True, exclude_none=True)

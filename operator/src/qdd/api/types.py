@@ -21,13 +21,15 @@ QUALIFIED_NAME = (r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9
                   r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 LABEL_VALUE = r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$"
 QUANTITY = r"^\+?([0-9]+(\.[0-9]*)?|\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][-+]?[0-9]+)?$"
-IMAGE = r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]*$"
+IMAGE = r"^[A-Za-z0-9\[][A-Za-z0-9._/:@+\[\]-]*$"
 """An OCI image reference: [registry[:port]/]path[:tag][@digest] — characters only; the runtime
 parses the rest."""
 MODEL_PATH = r"^/?[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$"
 """An HF repository id (org/name) or an absolute or relative path; no spaces, no empty parts."""
-SUB_PATH = r"^[A-Za-z0-9_-]+(\.?[A-Za-z0-9_-]+)*(/[A-Za-z0-9_-]+(\.?[A-Za-z0-9_-]+)*)*$"
-"""A relative path inside a volume: no leading '/', no '..' (no two dots in a row at all)."""
+_SEGMENT = r"([^/.\x00-\x1f][^/\x00-\x1f]*|\.[^/.\x00-\x1f][^/\x00-\x1f]*|\.\.[^/\x00-\x1f]+|\.)"
+SUB_PATH = rf"^{_SEGMENT}(/({_SEGMENT})?)*$"
+"""A relative path inside a volume, as Kubernetes checks volumeMounts[].subPath: not absolute, no
+'..' element (any other name, '.hidden', 'a..b', a trailing '/', is fine); no control characters."""
 SERVED_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.:/+-]*$"
 VERSION = r"^v?[0-9]+\.[0-9]+\.[0-9]+([.+-][A-Za-z0-9.]+)?$"
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -66,9 +68,10 @@ PATTERN_HELP: dict[str, str] = {
     QUALIFIED_NAME: "a label key: an optional DNS prefix and '/', then at most 63 letters, digits, '-', '_', '.'",
     LABEL_VALUE: "a label value: at most 63 letters, digits, '-', '_', '.', starting and ending with a letter or digit",
     QUANTITY: "a Kubernetes quantity such as 32, 500m, 256Gi or 1e9",
-    IMAGE: "an image reference such as registry.example/qdd-vllm:0.33.0 (no spaces or control characters)",
+    IMAGE: "an image reference [registry[:port]/]path[:tag][@digest], e.g. registry.example:5000/qdd-vllm:0.33.0 "
+           "(letters, digits and . _ - / : @ + [ ])",
     MODEL_PATH: "an HF model id (org/name) or a path: letters, digits, '_', '.', '-' and '/'",
-    SUB_PATH: "a relative path inside the volume: letters, digits, '_', '-', single '.' and '/', no '..'",
+    SUB_PATH: "a relative path inside the volume: not starting with '/', no '..' element, no control characters",
     SERVED_NAME: "letters, digits and '_', '.', ':', '/', '+', '-'",
     VERSION: "a vLLM version such as 0.33.0",
     IDENTIFIER: "a Python class name (config.json architectures[0])",

@@ -34,6 +34,9 @@ class Option:
     strings: tuple[str, ...]
     takes_value: bool
     choices: tuple[str, ...] | None
+    nargs: str = "1"
+    """argparse's nargs: ``1`` (exactly one value), ``0`` (a flag), ``?`` (one, optional), ``+`` (one
+    or more), ``*`` (any number), or a count."""
 
     @property
     def name(self) -> str:
@@ -51,6 +54,9 @@ class Resolved:
 
     options: tuple[Option, ...]
     attached: str | None
+    subkey: str | None = None
+    """The dotted key of ``--opt.key`` / ``-o.key`` (``key.sub`` nested; a trailing ``+`` appends to
+    a list), which FlexibleArgumentParser turns into ``--opt '{"key": value}'``."""
 
     @property
     def ambiguous(self) -> bool:
@@ -64,7 +70,8 @@ class OptionTable:
         self.vllm_version: str = raw["vllm_version"]
         self.allow_abbrev: bool = raw["allow_abbrev"]
         self.options = tuple(Option(o["dest"], tuple(o["strings"]), o["takes_value"],
-                                    tuple(o["choices"]) if o["choices"] is not None else None) for o in raw["options"])
+                                    tuple(o["choices"]) if o["choices"] is not None else None, o["nargs"])
+                             for o in raw["options"])
         self.by_string = {s: o for o in self.options for s in o.strings}
         self.by_name = {o.name: o for o in self.options}
 
@@ -88,19 +95,18 @@ class OptionTable:
 
     def _long(self, token: str) -> Resolved | None:
         key, eq, value = token.partition("=")
-        head, dot, _ = key[2:].partition(".")
+        head, dot, sub = key[2:].partition(".")
         key = "--" + head.replace("_", "-")
         attached = value if eq else None
-        if dot:  # --opt.key v: FlexibleArgumentParser turns it into --opt '{"key": v}'
-            attached = attached or ""
+        subkey = sub.rstrip("+") if dot else None  # --opt.key v: --opt '{"key": v}' for argparse
         if key in self.by_string:
-            return Resolved((self.by_string[key],), attached)
+            return Resolved((self.by_string[key],), attached, subkey)
         if key == "--":
             return Resolved((), None)
         found = [o for s, o in self.by_string.items() if self.allow_abbrev and s.startswith(key)]
         if not found and " " in token:
             return None
-        return Resolved(_unique(found), attached)
+        return Resolved(_unique(found), attached, subkey)
 
     def _short(self, token: str) -> Resolved | None:
         if token in self.by_string:
@@ -108,6 +114,9 @@ class OptionTable:
         key, eq, value = token.partition("=")
         if eq and key in self.by_string:
             return Resolved((self.by_string[key],), value)
+        head, dot, sub = key.partition(".")
+        if dot and head in self.by_string:  # -o.key v: dotted JSON keys work with single-dash options too
+            return Resolved((self.by_string[head],), value if eq else None, sub.rstrip("+"))
         found = [o for s, o in self.by_string.items() if s.startswith(token) or (eq and s.startswith(key))]
         attached = None
         if len(token) > 2 and token[:2] in self.by_string:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from ..api.spec import EnvVar, RoleSpec
 from ..catalog.vllm_options import Resolved, serve_options
@@ -85,35 +86,55 @@ def owned_flag(token: str) -> str | None:
 
 @dataclass(frozen=True)
 class ArgToken:
-    """One option of an extraArgs list: its index, its spelling, what it resolves to, its value."""
+    """One option of an extraArgs list: its index, its spelling, what it resolves to, its value
+    (``true`` for a flag), and whether a value it needs is missing."""
 
     index: int
     given: str
     resolved: Resolved
     value: str | None
+    missing_value: bool = False
 
 
-def option_tokens(args: list[str]) -> list[ArgToken]:
-    """The options of an argv tail and their values, as vLLM's parser pairs them: a value is
-    attached (``--x=v``) or the next token when that is not itself an option."""
+def _values_wanted(r: Resolved) -> tuple[int, int]:
+    """(fewest, most) values that follow an option in the argv (none when attached)."""
+    nargs = {o.nargs for o in r.options}
+    if r.attached is not None or nargs <= {"0"}:
+        return 0, 0
+    if nargs & {"+"}:
+        return 1, 1 << 30
+    if nargs & {"*"}:
+        return 0, 1 << 30
+    if nargs <= {"?"}:
+        return 0, 1
+    counts = [int(n) for n in nargs if n.isdigit()]
+    return (max(counts), max(counts)) if counts else (1, 1)
+
+
+def option_tokens(args: list[str]) -> tuple[list[ArgToken], list[int]]:
+    """The options of an argv tail with their values, as vLLM's parser pairs them (a value is
+    attached, ``--x=v``, or the following tokens that are not options themselves, as many as the
+    option's nargs takes), and the indexes of the tokens that are neither (vLLM would exit with
+    "unrecognized arguments")."""
     table = serve_options()
     out: list[ArgToken] = []
+    stray: list[int] = []
     i = 0
     while i < len(args):
         r = table.resolve(args[i])
         if r is None:
+            stray.append(i)
             i += 1
             continue
-        value = r.attached
-        takes = any(o.takes_value for o in r.options)
-        if value is None and takes and i + 1 < len(args) and table.resolve(args[i + 1]) is None:
-            value = args[i + 1]
-            out.append(ArgToken(i, args[i], r, value))
-            i += 2
-            continue
-        out.append(ArgToken(i, args[i], r, value if takes or value is not None else "true"))
-        i += 1
-    return out
+        fewest, most = _values_wanted(r)
+        j = i + 1
+        while j < len(args) and j - i - 1 < most and table.resolve(args[j]) is None:
+            j += 1
+        values = args[i + 1:j]
+        value = r.attached if r.attached is not None else (" ".join(values) if values else (None if fewest else "true"))
+        out.append(ArgToken(i, args[i], r, value, missing_value=len(values) < fewest and bool(r.options)))
+        i = j
+    return out, stray
 
 
 def _owned_error(role: str, given: str, flag: str) -> str:
@@ -133,21 +154,36 @@ def _arg_errors(role: str, spec: RoleSpec, profile_version: str) -> list[FieldEr
             flag = owned_flag(arg)
             errors.append(FieldError(field, _owned_error(role, arg.split()[0], flag) if flag else
                                      f"{arg!r} is one argv element: give the flag and its value as two list items"))
-    for tok in option_tokens(list(spec.extra_args)):
+    tokens, stray = option_tokens(list(spec.extra_args))
+    for tok in tokens:
         field = f"spec.{role}.extraArgs[{tok.index}]"
         given = tok.given.split("=", 1)[0]
         names = [o.name for o in tok.resolved.options]
         owned = [n for n in names if n in OWNED_FLAGS]
         if given == "--":
             errors.append(FieldError(field, "'--' would end vLLM's options: remove it"))
+        elif tok.resolved.ambiguous:
+            also = f"; {', '.join('--' + n for n in owned)} {'is' if len(owned) == 1 else 'are'} owned by qdd" if owned else ""
+            errors.append(FieldError(field, f"{given} is ambiguous in vLLM {table.vllm_version}'s parser, which refuses it "
+                                            f"(--{', --'.join(names[:6])}{', ...' if len(names) > 6 else ''}): "
+                                            f"spell the option out{also}"))
         elif owned:
             errors.append(FieldError(field, _owned_error(role, given, owned[0])))
-        elif tok.resolved.ambiguous:
-            errors.append(FieldError(field, f"{given} is ambiguous in vLLM {table.vllm_version}'s parser "
-                                            f"(--{', --'.join(names)}): spell the option out"))
+        elif _owned_subkeys(tok):
+            opt, key, where = _owned_subkeys(tok)[0]
+            errors.append(FieldError(field, f"{key} of --{opt} is what qdd sets from spec.{role}.{where}: "
+                                            f"set that field instead"))
         elif not names and profile_version == table.vllm_version:
             errors.append(FieldError(field, f"{given} is not a `vllm serve` option of vLLM {table.vllm_version} "
                                             "(the engine would exit at start): check its spelling"))
+        elif tok.missing_value:
+            errors.append(FieldError(field, f"{given} needs a value: give it as the next list item"))
+    if profile_version == table.vllm_version:
+        for i in stray:
+            if not (spec.extra_args[i].startswith("-") and " " in spec.extra_args[i]):  # reported above
+                errors.append(FieldError(f"spec.{role}.extraArgs[{i}]", f"{spec.extra_args[i][:60]!r} is neither an "
+                                         "option nor the value of the one before it (vLLM would exit with "
+                                         "'unrecognized arguments'): remove it or give it to a flag that takes a value"))
     return errors
 
 
@@ -171,17 +207,59 @@ def check_extra(role: str, spec: RoleSpec, profile_version: str = "0.33.0") -> l
 # Flags qdd does not own but whose values must be equal on prefill and decode: the NIXL handshake
 # of hybrid models compares them, or the transferred bytes are laid out differently (FACTS.md §2).
 MUST_MATCH_FLAGS = ("block-size", "dtype", "mamba-cache-dtype", "quantization", "revision", "attention-backend",
-                    "hf-overrides", "tokenizer")
+                    "attention-config", "hf-overrides", "tokenizer")
+"""``attention-config`` carries the backend too (``--attention-config.backend``; vllm/engine/arg_utils.py)."""
+
+OWNED_SUBKEYS: dict[str, dict[str, str]] = {
+    "compilation-config": {"max_cudagraph_capture_size": "tuning.maxCudagraphCaptureSize",
+                           "cudagraph_capture_sizes": "tuning.maxCudagraphCaptureSize"},
+    "additional-config": {"gdn_prefill_backend": "tuning.gdnPrefillBackend"},
+}
+"""Keys of JSON options that hold what an owned flag sets (vllm/engine/arg_utils.py stores
+--max-cudagraph-capture-size in compilation_config and --gdn-prefill-backend in additional_config):
+``--compilation-config.max_cudagraph_capture_size 8192`` would override the rendered sizing."""
+
+
+def _json_or_text(value: str | None) -> Any:
+    try:
+        return json.loads(value) if value is not None else "true"
+    except ValueError:
+        return value
+
+
+def _set_key(tree: Any, dotted: str, value: Any) -> dict[str, Any]:
+    out = dict(tree) if isinstance(tree, dict) else {}
+    head, _, rest = dotted.partition(".")
+    out[head] = _set_key(out.get(head), rest, value) if rest else value
+    return out
 
 
 def _flag_values(args: list[str]) -> dict[str, str]:
     """``{flag: value}`` of the must-match flags in an extraArgs list, by the option each token
-    resolves to (``--x v``, ``--x=v``, ``-q v``, a prefix; a bare flag is ``true``)."""
-    out: dict[str, str] = {}
-    for tok in option_tokens(args):
+    resolves to (``--x v``, ``--x=v``, ``-q v``, a prefix; a bare flag is ``true``), with dotted
+    keys (``--hf-overrides.a 1``) merged into the option's JSON value as vLLM's parser merges them."""
+    merged: dict[str, Any] = {}
+    for tok in option_tokens(args)[0]:
         for o in tok.resolved.options:
             if o.name in MUST_MATCH_FLAGS:
-                out[o.name] = tok.value if tok.value is not None else "true"
+                value = _json_or_text(tok.value)
+                sub = tok.resolved.subkey
+                merged[o.name] = _set_key(merged.get(o.name), sub, value) if sub else value
+    return {k: v if isinstance(v, str) else json.dumps(v, sort_keys=True, separators=(",", ":"))
+            for k, v in merged.items()}
+
+
+def _owned_subkeys(tok: ArgToken) -> list[tuple[str, str, str]]:
+    """(option, key, owning field) for each key of a JSON option that an owned flag sets."""
+    out = []
+    for o in tok.resolved.options:
+        owned = OWNED_SUBKEYS.get(o.name, {})
+        if tok.resolved.subkey:
+            keys = [tok.resolved.subkey.split(".", 1)[0]]
+        else:
+            value = _json_or_text(tok.value)
+            keys = list(value) if isinstance(value, dict) else []
+        out += [(o.name, k, owned[k]) for k in keys if k in owned]
     return out
 
 

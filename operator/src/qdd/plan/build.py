@@ -10,6 +10,7 @@ from ..api import Resource
 from ..api.spec import QwenDisaggDeploymentSpec, RoleSpec
 from ..catalog import (Architecture, EngineProfile, GPUKind, UnknownEngineError, UnknownGPUError, UnknownModelError,
                        engine_profile, gpu_kind, resolve_checkpoint)
+from ..catalog.vllm_options import serve_options
 from ..errors import FieldError, SpecError
 from . import sizing
 from .args import check_extra, check_roles_match, extra_env, kv_transfer_config
@@ -33,6 +34,11 @@ def _inline_architecture(spec: QwenDisaggDeploymentSpec) -> Architecture | None:
     if base is not None:
         return dataclasses.replace(base, **given)
     missing = [f.alias for k, f in type(a).model_fields.items() if k != "name" and getattr(a, k) is None]
+    required = [f.alias for k, f in type(a).model_fields.items() if k != "name" and f.default is None]
+    if missing == required:
+        raise SpecError.one("spec.model.architecture.name",
+                            f"{a.name!r} is not a catalog architecture (catalog: {', '.join(sorted(ARCHITECTURES))}): "
+                            f"use one of those, or give the model's config.json numbers ({', '.join(missing)})")
     if missing:
         raise SpecError([FieldError(f"spec.model.architecture.{m}",
                                     f"required: {a.name!r} is not a catalog architecture "
@@ -125,6 +131,11 @@ def _role(plan_name: str, namespace: str, role: str, spec: QwenDisaggDeploymentS
     if tu.gdn_prefill_backend and not profile.has_gdn_prefill_backend:
         errors.append(FieldError(f"spec.{role}.tuning.gdnPrefillBackend",
                                  f"vLLM {profile.version} has no --gdn-prefill-backend; remove it"))
+    choices = serve_options().option("all2all-backend").choices or ()
+    if tu.all2all_backend and profile.version == serve_options().vllm_version and tu.all2all_backend not in choices:
+        errors.append(FieldError(f"spec.{role}.tuning.all2allBackend",
+                                 f"{tu.all2all_backend!r} is not an --all2all-backend of vLLM {profile.version}: "
+                                 f"use one of {', '.join(choices)}"))
     async_on = profile.async_scheduling_race_fixes if tu.async_scheduling is None else tu.async_scheduling
     kv_role = profile.kv_role_prefill if role == "prefill" else profile.kv_role_decode
     util = tu.gpu_memory_utilization or profile.gpu_memory_utilization_default

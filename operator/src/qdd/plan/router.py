@@ -4,10 +4,11 @@ connector, finding engines by Kubernetes service discovery on qdd's labels."""
 from __future__ import annotations
 
 from .. import labels
+from ..api.rules import ROUTER_METRICS_PORT
 from ..api.spec import QwenDisaggDeploymentSpec
 from .types import RouterPlan
 
-METRICS_PORT = 29000
+METRICS_PORT = ROUTER_METRICS_PORT
 
 
 def selector(cr: str, role: str) -> list[str]:

@@ -113,7 +113,8 @@ _NOT_A_STRING = re.compile(
 
 
 def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
-    quote = value.lower() in _YAML11_BOOLS or _NOT_A_STRING.fullmatch(value) is not None
+    # Go's YAML reader ignores '_' in numbers ("1e_3" is 1000): test the string without them too.
+    quote = value.lower() in _YAML11_BOOLS or _NOT_A_STRING.fullmatch(value.replace("_", "")) is not None
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="'" if quote else None)
 
 

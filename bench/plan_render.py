@@ -9,6 +9,7 @@ concurrency, ISL and architecture numbers, and the ones that used to crash or ha
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import statistics
 import sys
@@ -66,10 +67,8 @@ def measure(cr: dict[str, Any]) -> tuple[float, float, str]:
             outcome = "refused: " + str(e).split(";")[0][:70]
         times.append(time.perf_counter() - start)
     tracemalloc.start()
-    try:
+    with contextlib.suppress(SpecError):
         render_all(build_plan(parse_resource(cr)))
-    except SpecError:
-        pass
     peak = tracemalloc.get_traced_memory()[1] / 2**20
     tracemalloc.stop()
     return statistics.median(times) * 1000, peak, outcome

@@ -28,7 +28,7 @@ def main(namespace: str, name: str) -> None:
                      lab.get("kubernetes.io/arch", "-"), gpus, lab.get("nvidia.com/gpu.clique", "-"),
                      p.status.pod_ip or "-", p.status.phase))
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
-    print("\n".join("  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows))
+    print("\n".join("  ".join(str(v).ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in rows))
     print()
     seen = set()
     for p in sorted(pods, key=lambda p: p.metadata.name):

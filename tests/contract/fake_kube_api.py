@@ -10,6 +10,7 @@ holds watches open (no events) for at most ``WATCH_HOLD_S`` and records every re
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from pathlib import Path
@@ -116,10 +117,8 @@ def _handler_for(api: FakeKubeAPI) -> type[BaseHTTPRequestHandler]:
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
                 api._stop.wait(WATCH_HOLD_S)
-                try:
+                with contextlib.suppress(OSError):  # the client hung up first
                     self.wfile.write(b"0\r\n\r\n")
-                except OSError:
-                    pass
                 return
             self._json(200, api.pod_list(namespace, q.get("labelSelector", "")))
 

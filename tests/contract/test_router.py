@@ -348,5 +348,5 @@ def test_rendered_router_rbac_covers_what_discovery_asked(discovery_stack: dict[
 def test_example_is_the_seed() -> None:
     assert Path(EXAMPLE).name == "qwen35-397b-4xdep2-1xdep8-cc4096.yaml"
     assert len(PREFILL_PODS) == CR["spec"]["prefill"]["endpoints"]
-    assert PREFILL_RANKS == CR["spec"]["prefill"]["endpoints"] * CR["spec"]["prefill"]["topology"]["dataParallel"]
-    assert DECODE_RANKS == CR["spec"]["decode"]["topology"]["dataParallel"]
+    assert CR["spec"]["prefill"]["endpoints"] * CR["spec"]["prefill"]["topology"]["dataParallel"] == PREFILL_RANKS
+    assert CR["spec"]["decode"]["topology"]["dataParallel"] == DECODE_RANKS

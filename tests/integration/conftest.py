@@ -131,7 +131,7 @@ def _session_lock(cluster: str):
     cluster down under the other). Held until the process ends; not inherited by children."""
     locks = REPO / ".qdd" / "locks"
     locks.mkdir(parents=True, exist_ok=True)
-    f = open(locks / f"test-session-{cluster}.lock", "w")
+    f = open(locks / f"test-session-{cluster}.lock", "w")  # noqa: SIM115 — held for the process's lifetime
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -29,7 +29,7 @@ class OperatorProcess:
 
     def start(self) -> None:
         LOGS.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "a")
+        log = open(self.log_path, "a")  # noqa: SIM115 — the operator process writes it until stop()
         self.proc = subprocess.Popen(
             [str(VENV_BIN / "qdd"), "run", "--metrics-port", str(self.metrics_port),
              "--liveness-port", str(self.liveness_port), "--resync-seconds", str(self.resync)],

@@ -41,8 +41,8 @@ def test_control_plane_is_real_and_pinned(kube):
         assert r in res
     assert "resource.k8s.io/v1" in kube.kubectl("api-versions").stdout.split()
     # The real scheduler and controller-manager hold their leases.
-    leases = {l["metadata"]["name"]: l["spec"].get("holderIdentity", "")
-              for l in kube.get("leases", namespace="kube-system")["items"]}
+    leases = {lease["metadata"]["name"]: lease["spec"].get("holderIdentity", "")
+              for lease in kube.get("leases", namespace="kube-system")["items"]}
     assert leases.get("kube-scheduler")
     assert leases.get("kube-controller-manager")
 

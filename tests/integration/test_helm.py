@@ -85,7 +85,7 @@ class SAOperator(OperatorProcess):
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "a")
+        log = open(self.log_path, "a")  # noqa: SIM115 — the operator process writes it until stop()
         self.proc = subprocess.Popen(
             [str(REPO / ".qdd" / "venv" / "bin" / "qdd"), "run", "--metrics-port", str(self.metrics_port),
              "--liveness-port", str(self.liveness_port), "--resync-seconds", str(self.resync), *self.args],

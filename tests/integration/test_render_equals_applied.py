@@ -107,7 +107,7 @@ def within(want: Any, live: Any) -> bool:
     if isinstance(want, dict):
         return isinstance(live, dict) and all(k in live and within(v, live[k]) for k, v in want.items())
     if isinstance(want, list):
-        return isinstance(live, list) and len(live) >= len(want) and all(within(w, x) for w, x in zip(want, live))
+        return isinstance(live, list) and len(live) >= len(want) and all(within(w, x) for w, x in zip(want, live, strict=False))
     return want == live
 
 

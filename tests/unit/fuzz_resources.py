@@ -67,7 +67,7 @@ def resources(draw: Any) -> dict[str, Any]:
                     "sameNVLinkDomain": draw(st.booleans())},
         "kvTransfer": {"sideChannelPort": draw(st.integers(1024, 65000)),
                        "preflight": {"enabled": draw(st.booleans())}},
-        "ports": dict(zip(("http", "dataParallelRpc"), PORTS[draw(st.integers(0, len(PORTS) - 1))])),
+        "ports": dict(zip(("http", "dataParallelRpc"), PORTS[draw(st.integers(0, len(PORTS) - 1))], strict=True)),
     }
     if draw(st.booleans()):
         spec["cluster"]["nodeSelector"] = draw(st.dictionaries(

@@ -190,7 +190,7 @@ def test_no_dangerous_permissions(default, namespaced):
         if o["kind"] not in ("ClusterRole", "Role"):
             continue
         for (group, res), verbs in rules_table(o["rules"]).items():
-            assert "*" not in verbs and "*" != res and "*" != group, o["metadata"]["name"]
+            assert "*" not in verbs and res != "*" and group != "*", o["metadata"]["name"]
             assert res != "secrets" and not res.startswith("secrets"), "no feature needs secrets"
             assert not verbs & {"escalate", "bind", "impersonate", "update", "deletecollection"} or \
                 (res == "qwendisaggdeployments/finalizers" and verbs == {"update"}), (res, verbs)

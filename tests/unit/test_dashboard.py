@@ -283,7 +283,7 @@ def test_dashboard_shape(dash: dict[str, Any]) -> None:
     assert {"datasource", "namespace", "deployment"} <= names
     for p in dash["panels"]:
         g = p["gridPos"]
-        assert 0 <= g["x"] and g["x"] + g["w"] <= 24, p["title"]
+        assert g["x"] >= 0 and g["x"] + g["w"] <= 24, p["title"]
         if p["type"] == "row":
             continue
         assert p["targets"] and p.get("description"), p["title"]

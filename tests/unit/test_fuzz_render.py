@@ -49,11 +49,12 @@ def _plan(cr: dict[str, Any]) -> Plan | None:
     try:
         return build_plan(parse_resource(cr))
     except SpecError as e:
-        assert e.errors
-        for err in e.errors:
-            assert err.field.startswith(("spec", "metadata")), err
-            assert err.message, err
-        return None
+        errors = e.errors
+    assert errors
+    for err in errors:
+        assert err.field.startswith(("spec", "metadata")), err
+        assert err.message, err
+    return None
 
 
 def _engine_pods(objs: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any], int]]:

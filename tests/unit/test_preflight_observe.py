@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 
 from qdd.preflight.observe import kv_transfer_verdict
-from qdd.preflight.render import preflight_objects
+from qdd.render.preflight import preflight_objects
 from qdd.preflight.result import compact
 
 from ..conftest import EXAMPLES, load

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 from qdd.preflight.layout import TransferLayout, for_plan
-from qdd.preflight.render import PreflightOptions, preflight_objects
+from qdd.render.preflight import PreflightOptions, preflight_objects
 from qdd.render import render, to_yaml
 
 from ..conftest import EXAMPLES, load
@@ -152,10 +152,14 @@ def test_single_node_h200_deployment():
         assert "requiredDuringSchedulingIgnoredDuringExecution" not in pod["affinity"]["podAntiAffinity"]
 
 
-def test_pure_modules_import_neither_nixl_nor_torch_and_the_core_does_not_import_preflight():
-    code = ("import sys, qdd.plan, qdd.render; assert 'qdd.preflight' not in sys.modules; "
+def test_pure_modules_import_neither_nixl_nor_torch_and_the_core_does_not_import_the_program():
+    """qdd.render renders the preflight Jobs with the pure preflight modules (layout, names, verdict);
+    the GPU program (program, serve, fetch, run, wire, buffers) and nixl/torch stay out."""
+    code = ("import sys, qdd.plan, qdd.render; "
+            "prog = [m for m in sys.modules if m.split('.')[-1] in ('program', 'serve', 'fetch', 'run', 'wire', 'buffers')]; "
+            "assert not prog, prog; "
             "import qdd.preflight.layout, qdd.preflight.verdict, qdd.preflight.result, qdd.preflight.ucx, "
-            "qdd.preflight.render, qdd.preflight.observe, qdd.preflight.program; "
+            "qdd.render.preflight, qdd.preflight.observe, qdd.preflight.program; "
             "bad = [m for m in ('nixl', 'torch', 'numpy', 'kopf', 'kubernetes') if m in sys.modules]; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -120,10 +120,11 @@ class _Loader(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser, yaml
         return int(value) if math.isfinite(value) and value.is_integer() and abs(value) < 2**63 else value
 
 
+# PyYAML's stubs accept only its own loader classes here (type-var), not a composed one.
 _Loader.add_constructor("tag:yaml.org,2002:bool",
                         lambda loader, node: node.value.lower() in ("y", "yes", "true", "on"))
-_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
-_Loader.add_constructor("tag:yaml.org,2002:float", _Loader.construct_yaml_float)
+_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)  # type: ignore[type-var]
+_Loader.add_constructor("tag:yaml.org,2002:float", _Loader.construct_yaml_float)  # type: ignore[type-var]
 
 
 def _json_key(key: Any) -> Any:
@@ -164,6 +165,8 @@ def load_documents(text: str) -> list[Any]:
     try:
         while loader.check_node():
             node = loader.get_node()
+            if node is None:
+                continue
             _expanded_size(node, {}, set())
             doc = loader.construct_document(node)
             if doc:

@@ -124,5 +124,6 @@ def parse_resource(obj: Any) -> Resource:
     if errs:
         raise SpecError(errs)
     spec = parse_spec(obj.get("spec"))
+    assert isinstance(name, str)  # checked above
     return Resource(name=name, namespace=meta.get("namespace") or "default", spec=spec,
                     uid=meta.get("uid"), generation=meta.get("generation"))

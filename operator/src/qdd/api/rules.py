@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from ..catalog import ENGINE_PROFILES
@@ -37,6 +38,14 @@ def _cel_list(items: tuple[str, ...]) -> str:
     return "[" + ", ".join(f"'{i}'" for i in items) + "]"
 
 
+def _prefix_caching_off(s: Any, role: str) -> bool:
+    return not getattr(s, role).tuning.prefix_caching
+
+
+def _async_safe(s: Any, role: str) -> bool:
+    return not (getattr(s, role).tuning.async_scheduling and s.engine.vllm_version in UNSAFE_ASYNC_SPELLINGS)
+
+
 def _roles_rules() -> list[Rule]:
     out: list[Rule] = []
     for role in ("prefill", "decode"):
@@ -44,7 +53,7 @@ def _roles_rules() -> list[Rule]:
             cel=f"!self.{role}.tuning.prefixCaching",
             field=f".{role}.tuning.prefixCaching",
             message="prefix caching must be off for hybrid (GDN) models over NIXL: decode crashes with it; remove prefixCaching or set it false",
-            check=lambda s, r=role: not getattr(s, r).tuning.prefix_caching,
+            check=partial(_prefix_caching_off, role=role),
         ))
         out.append(Rule(
             cel=(f"!(has(self.{role}.tuning.asyncScheduling) && self.{role}.tuning.asyncScheduling"
@@ -53,8 +62,7 @@ def _roles_rules() -> list[Rule]:
             message=("async scheduling needs an engine with vLLM PRs #45357 and #48481 (P/D + hybrid KV races; "
                      f"without them accuracy collapses); engine versions {', '.join(UNSAFE_ASYNC_VERSIONS)} lack them: "
                      "remove asyncScheduling or use engine.vllmVersion 0.33.0"),
-            check=lambda s, r=role: not (getattr(s, r).tuning.async_scheduling
-                                         and s.engine.vllm_version in UNSAFE_ASYNC_SPELLINGS),
+            check=partial(_async_safe, role=role),
         ))
     return out
 

@@ -17,6 +17,7 @@ from .types import (ALL2ALL, ARCH_NAME, ENV_NAME, FIELD_PATH, HOST, IDENTIFIER, 
                     MODEL_PATH, SECRET_KEY, SERVED_NAME, SUB_PATH, UCX_TLS, VERSION, EnvValue, ExtraArg, Image,
                     LabelKey, LabelValue, ObjectName, Quantity)
 
+NixlBackend = Literal["UCX", "LIBFABRIC", "GDS", "MOONCAKE"]
 KVCacheDtype = Literal["auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2"]
 MambaDtype = Literal["auto", "bfloat16", "float16", "float32"]
 
@@ -240,12 +241,16 @@ class PreflightSpec(ApiModel):
     max_request_ms: float = Field(10.0, gt=0, le=3600000, description="Ceiling for moving one workload request's cache (ISL+OSL tokens), ms.")
 
 
+def _ucx_only() -> list[NixlBackend]:
+    return ["UCX"]
+
+
 class KVTransferSpec(ApiModel):
     connector: Literal["NixlConnector"] = Field("NixlConnector", description="KV connector (kv_connector).")
     side_channel_port: int = Field(5600, ge=1024, le=65000, description="VLLM_NIXL_SIDE_CHANNEL_PORT base; each engine core listens on base + its global DP rank.")
     side_channel_host: str | None = Field(None, max_length=253, pattern=HOST, description="Override of VLLM_NIXL_SIDE_CHANNEL_HOST. Default: the pod IP (downward API). Never 0.0.0.0 or localhost.")
     load_failure_policy: Literal["fail", "recompute"] = Field("fail", description="kv_load_failure_policy.")
-    backends: list[Literal["UCX", "LIBFABRIC", "GDS", "MOONCAKE"]] = Field(default_factory=lambda: ["UCX"], max_length=4, json_schema_extra={"default": ["UCX"]}, description="NIXL backends (kv_connector_extra_config.backends).")
+    backends: list[NixlBackend] = Field(default_factory=_ucx_only, max_length=4, json_schema_extra={"default": ["UCX"]}, description="NIXL backends (kv_connector_extra_config.backends).")
     ucx: UCXSpec = Field(default_factory=UCXSpec, json_schema_extra={"default": {}}, description="UCX transport settings of every P/D pod.")
     preflight: PreflightSpec = Field(default_factory=PreflightSpec, json_schema_extra={"default": {}}, description="KV-transfer preflight Jobs (one serve/fetch pair per decode endpoint).")
 

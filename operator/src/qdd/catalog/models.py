@@ -5,6 +5,8 @@ All byte formulas that use these numbers live in :mod:`qdd.plan.memory`; this mo
 
 from __future__ import annotations
 
+from typing import Any
+
 import math
 import re
 from dataclasses import dataclass, field
@@ -98,11 +100,11 @@ class Architecture:
         return self.expert_params + self.non_expert_params
 
 
-def _qwen35(name: str, **kw: object) -> Architecture:
-    base = dict(full_attention_interval=4, head_dim=256, linear_key_head_dim=128, linear_value_head_dim=128,
+def _qwen35(name: str, **kw: Any) -> Architecture:
+    base: dict[str, Any] = dict(full_attention_interval=4, head_dim=256, linear_key_head_dim=128, linear_value_head_dim=128,
                 linear_conv_kernel_dim=4, linear_num_key_heads=16, vocab_size=248320)
     base.update(kw)
-    return Architecture(name=name, **base)  # type: ignore[arg-type]
+    return Architecture(name=name, **base)
 
 
 # Numbers: FACTS.md §3 table (config.json of each Qwen release); moe/shared intermediate sizes

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import kopf
@@ -70,12 +71,13 @@ def register(reconciler_factory: Any, resync_seconds: float) -> None:
     @kopf.on.resume(*CR)
     @kopf.on.create(*CR)
     @kopf.on.update(*CR, field="spec")
-    def on_spec(namespace: str, name: str, **_: Any) -> None:
+    def on_spec(namespace: str | None, name: str | None, **_: Any) -> None:
         reconcile(namespace, name)
 
     @kopf.on.delete(*CR, optional=True)
-    def on_delete(namespace: str, name: str, **_: Any) -> None:
-        state["r"].forget(namespace, name)
+    def on_delete(namespace: str | None, name: str | None, **_: Any) -> None:
+        if namespace and name:
+            state["r"].forget(namespace, name)
 
     present = {labels.DEPLOYMENT: kopf.PRESENT}
 
@@ -83,7 +85,7 @@ def register(reconciler_factory: Any, resync_seconds: float) -> None:
     @kopf.on.event("apps", "v1", "statefulsets", labels=present)
     @kopf.on.event("apps", "v1", "deployments", labels=present)
     @kopf.on.event("resource.nvidia.com", "v1beta1", "computedomains", labels=present)
-    def on_child(namespace: str, labels: dict[str, str], **_: Any) -> None:  # noqa: A002
+    def on_child(namespace: str | None, labels: Mapping[str, str], **_: Any) -> None:  # noqa: A002
         reconcile(namespace, labels.get(f"{CR[0]}/deployment"))
 
     @kopf.on.probe(id="reconcileAgeSeconds")

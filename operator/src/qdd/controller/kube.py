@@ -46,8 +46,15 @@ class Kube:
                 return None  # e.g. the ComputeDomain CRD is not installed
         return self._res[k]
 
+    def _required(self, api_version: str, kind: str) -> Any:
+        """The resource of a kind qdd cannot work without (its own, the core and apps kinds)."""
+        res = self._resource(api_version, kind)
+        if res is None:
+            raise RuntimeError(f"the API server does not serve {api_version} {kind}")
+        return res
+
     def get_cr(self, namespace: str, name: str) -> dict[str, Any] | None:
-        res = self._resource(f"{labels.GROUP}/{labels.VERSION}", labels.KIND)
+        res = self._required(f"{labels.GROUP}/{labels.VERSION}", labels.KIND)
         try:
             return res.get(name=name, namespace=namespace, _request_timeout=TIMEOUT).to_dict()
         except NotFoundError:
@@ -55,7 +62,7 @@ class Kube:
 
     def list_crs(self, namespaces: list[str]) -> list[tuple[str, str]]:
         """(namespace, name) of every QwenDisaggDeployment in ``namespaces`` (all when empty)."""
-        res = self._resource(f"{labels.GROUP}/{labels.VERSION}", labels.KIND)
+        res = self._required(f"{labels.GROUP}/{labels.VERSION}", labels.KIND)
         lists = ([res.get(namespace=ns, _request_timeout=TIMEOUT) for ns in namespaces] if namespaces
                  else [res.get(_request_timeout=TIMEOUT)])
         return sorted((i.metadata.namespace, i.metadata.name) for lst in lists for i in lst.items)
@@ -93,7 +100,7 @@ class Kube:
         return True
 
     def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
-        res = self._resource(api_version, kind)
+        res = self._required(api_version, kind)
         try:
             res.delete(name=name, namespace=namespace, propagation_policy="Background", _request_timeout=TIMEOUT)
             API_WRITES.labels("delete", kind).inc()
@@ -101,7 +108,7 @@ class Kube:
             pass
 
     def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
-        res = self._resource(f"{labels.GROUP}/{labels.VERSION}", labels.KIND)
+        res = self._required(f"{labels.GROUP}/{labels.VERSION}", labels.KIND)
         res.status.patch(name=name, namespace=namespace, body={"status": status},
                          content_type="application/merge-patch+json", _request_timeout=TIMEOUT)
         API_WRITES.labels("patch-status", labels.KIND).inc()

@@ -7,6 +7,7 @@ changed. Triggers for a resource already being reconciled coalesce into one more
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import threading
@@ -76,10 +77,8 @@ class Reconciler:
         metrics.MANAGED.set(len(self.managed))
         for role in ("prefill", "decode"):
             for g in (metrics.READY_ENDPOINTS, metrics.DESIRED_ENDPOINTS):
-                try:
+                with contextlib.suppress(KeyError):  # never set for this resource
                     g.remove(namespace, name, role)
-                except KeyError:
-                    pass
 
     def _timed(self, namespace: str, name: str) -> None:
         start = time.perf_counter()

@@ -140,7 +140,7 @@ def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs
     if plan is not None and plan.router.replicas > 0:
         dep = obs.children.get(("Deployment", names.router(name)))
         st = (dep or {}).get("status") or {}
-        router_ok = bool(dep) and st.get("observedGeneration") == dep["metadata"].get("generation") and \
+        router_ok = dep is not None and st.get("observedGeneration") == dep["metadata"].get("generation") and \
             (st.get("availableReplicas") or 0) >= plan.router.replicas
     # A planned roll (pods of an older revision terminating) is progress, not degradation.
     broken = [g for g in obs.groups if g.broken or (g.terminating and not g.present and g.restarting)]
@@ -149,7 +149,8 @@ def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs
     valid = plan is not None
     conds.append(_cond("PlanValid", valid, "Planned" if valid else "InvalidSpec",
                        f"{plan.gpus} GPUs: {plan.prefill.endpoints} x {plan.prefill.topology_name} prefill + "
-                       f"{plan.decode.endpoints} x {plan.decode.topology_name} decode" if valid else "; ".join(errors), gen))
+                       f"{plan.decode.endpoints} x {plan.decode.topology_name} decode" if plan is not None
+                       else "; ".join(errors), gen))
     cd_ok = compute_domain_ready is not False
     conds.append(_cond("ComputeDomainReady", cd_ok,
                        "NotRequired" if compute_domain_ready is None else ("Ready" if cd_ok else "NotReady"),
@@ -211,7 +212,7 @@ def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs
             status["routerEndpoint"] = f"http://{names.router(name)}.{ns}.svc:{plan.router.port}"
         if kv is not None:
             res = _preflight_result(obs) or {}
-            req = res.get("request_ms") if isinstance(res.get("request_ms"), dict) else {}
+            req: dict[str, Any] = res["request_ms"] if isinstance(res.get("request_ms"), dict) else {}
             # The result is the fetch container's output: only schema-typed values reach the status
             # (one value of a wrong type and the API server refuses every status write).
             status["kvTransfer"] = {

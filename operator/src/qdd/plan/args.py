@@ -10,42 +10,9 @@ from typing import Any
 from ..api.spec import EnvVar, RoleSpec
 from ..catalog.vllm_options import Resolved, serve_options
 from ..errors import FieldError
+from .flags import OWNED_FLAGS
 from .types import EnvEntry
 
-# Flags qdd sets itself, and the spec field a user changes instead of passing them in extraArgs.
-OWNED_FLAGS: dict[str, str] = {
-    "served-model-name": "spec.model.servedModelName",
-    "port": "spec.ports.http",
-    "host": "(owned: engines listen on all pod addresses)",
-    "tensor-parallel-size": "topology.tensorParallel",
-    "data-parallel-size": "topology.dataParallel",
-    "data-parallel-size-local": "topology.dataParallel",
-    "data-parallel-address": "(owned: the endpoint leader's DNS name)",
-    "data-parallel-rpc-port": "spec.ports.dataParallelRpc",
-    "data-parallel-start-rank": "(owned: derived from the pod's place in its endpoint)",
-    "data-parallel-rank": "(never valid for a headless pod; qdd sets start ranks)",
-    "data-parallel-hybrid-lb": "(owned: qdd uses internal load balancing per endpoint)",
-    "data-parallel-external-lb": "(owned: qdd uses internal load balancing per endpoint)",
-    "headless": "(owned: set on worker pods)",
-    "enable-expert-parallel": "topology.expertParallel",
-    "enable-prefix-caching": "tuning.prefixCaching",
-    "async-scheduling": "tuning.asyncScheduling",
-    "stream-interval": "tuning.streamInterval",
-    "mamba-ssm-cache-dtype": "tuning.mambaSsmCacheDtype",
-    "kv-cache-dtype": "tuning.kvCacheDtype",
-    "language-model-only": "tuning.languageModelOnly",
-    "max-num-batched-tokens": "tuning.maxNumBatchedTokens",
-    "max-num-seqs": "tuning.maxNumSeqs",
-    "max-cudagraph-capture-size": "tuning.maxCudagraphCaptureSize",
-    "gpu-memory-utilization": "tuning.gpuMemoryUtilization",
-    "gdn-prefill-backend": "tuning.gdnPrefillBackend",
-    "api-server-count": "tuning.apiServerCount",
-    "all2all-backend": "tuning.all2allBackend",
-    "kv-transfer-config": "spec.kvTransfer",
-    "generation-config": "(owned: 'vllm', the seed's sampling defaults)",
-    "model": "spec.model.name",
-    "config": "(a config file could set any flag qdd owns, unchecked; pass its flags in extraArgs)",
-}
 OWNED_ENV: dict[str, str] = {
     "VLLM_NIXL_SIDE_CHANNEL_HOST": "spec.kvTransfer.sideChannelHost",
     "VLLM_NIXL_SIDE_CHANNEL_PORT": "spec.kvTransfer.sideChannelPort",
@@ -57,13 +24,6 @@ OWNED_ENV: dict[str, str] = {
     "HF_HOME": "spec.model.source.huggingFace.cachePvc",
     "VLLM_LOGGING_COLOR": "(owned: qdd renders 0)",
 }
-OWNED_FLAGS.update({
-    "disable-hybrid-kv-cache-manager": "(NIXL P/D of hybrid models needs the hybrid KV cache manager on)",
-    "nnodes": "topology.dataParallel (qdd lays an endpoint over nodes itself)",
-    "node-rank": "(owned: derived from the pod's place in its endpoint)",
-    "data-parallel-backend": "(owned: qdd runs DP ranks as processes of the engine pods)",
-    "data-parallel-multi-port-external-lb": "(owned: qdd uses internal load balancing per endpoint)",
-})
 
 
 def owned_flags(token: str) -> list[str]:

@@ -4,18 +4,21 @@ the field is checked here; all problems are returned at once as a :class:`SpecEr
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 
 from .. import names
 from ..api import Resource
-from ..api.spec import QwenDisaggDeploymentSpec, RoleSpec
-from ..catalog import (Architecture, EngineProfile, GPUKind, UnknownEngineError, UnknownGPUError, UnknownModelError,
-                       engine_profile, gpu_kind, resolve_checkpoint)
+from ..api.spec import DecodeSpec, PrefillSpec, QwenDisaggDeploymentSpec, RoleSpec
+from ..catalog import (Architecture, Checkpoint, EngineProfile, GPUKind, UnknownEngineError, UnknownGPUError,
+                       UnknownModelError, engine_profile, gpu_kind, resolve_checkpoint)
 from ..catalog.vllm_options import serve_options
 from ..errors import FieldError, SpecError
 from . import sizing
 from .args import check_extra, check_roles_match, extra_env, kv_transfer_config
-from .memory import cache_layout, decode_capacity, rank_budget
+from .flags import RoleContext, role_flags
+from .memory import DecodeCapacity, cache_layout, decode_capacity, rank_budget
 from .router import router_plan
+from .sizing import RoleSizing
 from .types import EnvEntry, Plan, PodPlan, RolePlan
 
 MODEL_MOUNT = "/models"
@@ -33,8 +36,8 @@ def _inline_architecture(spec: QwenDisaggDeploymentSpec) -> Architecture | None:
     base = ARCHITECTURES.get(a.name) or {k.lower(): v for k, v in ARCHITECTURES.items()}.get(a.name.lower())
     if base is not None:
         return dataclasses.replace(base, **given)
-    missing = [f.alias for k, f in type(a).model_fields.items() if k != "name" and getattr(a, k) is None]
-    required = [f.alias for k, f in type(a).model_fields.items() if k != "name" and f.default is None]
+    missing = [f.alias or k for k, f in type(a).model_fields.items() if k != "name" and getattr(a, k) is None]
+    required = [f.alias or k for k, f in type(a).model_fields.items() if k != "name" and f.default is None]
     if missing == required:
         raise SpecError.one("spec.model.architecture.name",
                             f"{a.name!r} is not a catalog architecture (catalog: {', '.join(sorted(ARCHITECTURES))}): "
@@ -121,13 +124,11 @@ def _model_arg(spec: QwenDisaggDeploymentSpec) -> str:
     return MODEL_MOUNT if src and src.pvc else spec.model.name
 
 
-def _role(plan_name: str, namespace: str, role: str, spec: QwenDisaggDeploymentSpec, rs: RoleSpec, endpoints: int,
-          profile: EngineProfile, gpu: GPUKind, gpus_per_node: int, served: str,
-          sizing_flags: dict[str, int | None], errors: list[FieldError]) -> RolePlan:
-    t, tu = rs.topology, rs.tuning
-    pods_per, gpus_per_pod, errs = _layout(role, rs, gpus_per_node)
-    errors.extend(errs)
-    errors.extend(check_extra(role, rs, profile.version))
+def _role_errors(role: str, rs: RoleSpec, profile: EngineProfile, spec: QwenDisaggDeploymentSpec) -> list[FieldError]:
+    """What one role's spec gets wrong for this engine: extra args and env, backends the engine
+    lacks, ports that collide with the role's NIXL side-channel ports."""
+    tu = rs.tuning
+    errors = check_extra(role, rs, profile.version)
     if tu.gdn_prefill_backend and not profile.has_gdn_prefill_backend:
         errors.append(FieldError(f"spec.{role}.tuning.gdnPrefillBackend",
                                  f"vLLM {profile.version} has no --gdn-prefill-backend; remove it"))
@@ -136,84 +137,28 @@ def _role(plan_name: str, namespace: str, role: str, spec: QwenDisaggDeploymentS
         errors.append(FieldError(f"spec.{role}.tuning.all2allBackend",
                                  f"{tu.all2all_backend!r} is not an --all2all-backend of vLLM {profile.version}: "
                                  f"use one of {', '.join(choices)}"))
-    async_on = profile.async_scheduling_race_fixes if tu.async_scheduling is None else tu.async_scheduling
-    kv_role = profile.kv_role_prefill if role == "prefill" else profile.kv_role_decode
-    util = tu.gpu_memory_utilization or profile.gpu_memory_utilization_default
-    dp_local = t.data_parallel // pods_per
-    multi = pods_per > 1
-
-    base: list[str] = [_model_arg(spec), "--served-model-name", served,
-                       "--tensor-parallel-size", str(t.tensor_parallel),
-                       "--data-parallel-size", str(t.data_parallel)]
-    tail: list[str] = []
-    if t.expert_parallel:
-        tail.append("--enable-expert-parallel")
-    tail += ["--generation-config", "vllm", "--no-enable-prefix-caching",
-             "--async-scheduling" if async_on else "--no-async-scheduling",
-             "--stream-interval", str(tu.stream_interval),
-             "--mamba-ssm-cache-dtype", tu.mamba_ssm_cache_dtype]
-    if tu.kv_cache_dtype != "auto":
-        tail += ["--kv-cache-dtype", tu.kv_cache_dtype]
-    if tu.language_model_only:
-        tail.append("--language-model-only")
-    for flag, value in sizing_flags.items():
-        if value is not None:
-            tail += [flag, str(value)]
-    if tu.gpu_memory_utilization is not None:
-        tail += ["--gpu-memory-utilization", str(tu.gpu_memory_utilization)]
-    if tu.gdn_prefill_backend and tu.gdn_prefill_backend != "auto":
-        # vLLM 0.33 has no 'auto' choice (docs/vllm-0.33-facts.md): auto is the flag left out.
-        tail += ["--gdn-prefill-backend", tu.gdn_prefill_backend]
-    if tu.all2all_backend:
-        tail += ["--all2all-backend", tu.all2all_backend]
-    tail += ["--kv-transfer-config", kv_transfer_config(kv_role, spec.kv_transfer.load_failure_policy,
-                                                         list(spec.kv_transfer.backends))]
-    tail += list(rs.extra_args)
-
-    env = tuple(_common_env(spec, gpu) + extra_env(rs))
-    side_base = spec.kv_transfer.side_channel_port
-    pods: list[PodPlan] = []
-    for ep in range(endpoints):
-        for idx in range(pods_per):
-            start = idx * dp_local
-            leader = idx == 0
-            pod_name = names.group_pod(plan_name, role, ep, idx) if multi else names.statefulset_pod(plan_name, role, ep)
-            argv = list(base)
-            if multi:
-                leader_dns = names.pod_dns(names.group_pod(plan_name, role, ep, 0), plan_name, role, namespace)
-                argv += ["--data-parallel-size-local", str(dp_local), "--data-parallel-address", leader_dns,
-                         "--data-parallel-rpc-port", str(spec.ports.data_parallel_rpc)]
-                if not leader:
-                    argv += ["--headless", "--data-parallel-start-rank", str(start)]
-            if leader:
-                argv += ["--port", str(spec.ports.http)]
-                if tu.api_server_count is not None:
-                    argv += ["--api-server-count", str(tu.api_server_count)]
-            argv += tail
-            pods.append(PodPlan(
-                name=pod_name, role=role, endpoint=ep, group_role="leader" if leader else "worker", argv=tuple(argv),
-                env=env, gpus=gpus_per_pod, dp_size_local=dp_local, dp_start_rank=start,
-                side_channel_ports=tuple(side_base + r for r in range(start, start + dp_local)), serves_http=leader))
-
-    reserved = set(range(side_base, side_base + t.data_parallel))
+    side_base, dp = spec.kv_transfer.side_channel_port, rs.topology.data_parallel
     for port, field in ((spec.ports.http, "spec.ports.http"), (spec.ports.data_parallel_rpc, "spec.ports.dataParallelRpc")):
-        if port in reserved:
+        if side_base <= port < side_base + dp:
             errors.append(FieldError(field, f"port {port} collides with the NIXL side-channel ports "
-                                            f"{side_base}..{side_base + t.data_parallel - 1} of {role} (base + DP rank); "
+                                            f"{side_base}..{side_base + dp - 1} of {role} (base + DP rank); "
                                             "move spec.kvTransfer.sideChannelPort or this port"))
-    return RolePlan(
-        role=role, endpoints=endpoints, dp=t.data_parallel, tp=t.tensor_parallel, expert_parallel=t.expert_parallel,
-        pods_per_endpoint=pods_per, gpus_per_pod=gpus_per_pod,
-        max_num_batched_tokens=sizing_flags["--max-num-batched-tokens"] or 0,
-        max_num_seqs=sizing_flags.get("--max-num-seqs"),
-        max_cudagraph_capture_size=sizing_flags.get("--max-cudagraph-capture-size"),
-        gpu_memory_utilization=util, async_scheduling=async_on, kv_role=kv_role, pods=tuple(pods))
+    return errors
 
 
-def build_plan(resource: Resource) -> Plan:
-    """Plan a parsed resource. Raises :class:`SpecError` with every problem found."""
-    spec = resource.spec
-    errors: list[FieldError] = []
+@dataclass(frozen=True)
+class _Resolved:
+    """What the spec's names resolve to in the catalog."""
+
+    checkpoint: Checkpoint
+    gpu: GPUKind
+    profile: EngineProfile
+    gpus_per_node: int
+    served: str
+
+
+def _resolve(spec: QwenDisaggDeploymentSpec) -> _Resolved:
+    """Checkpoint, GPU kind and engine profile of the spec. Raises :class:`SpecError`."""
     try:
         ckpt = resolve_checkpoint(spec.model.name, _inline_architecture(spec), spec.model.quantization)
     except UnknownModelError as e:
@@ -226,74 +171,121 @@ def build_plan(resource: Resource) -> Plan:
         profile = engine_profile(spec.engine.vllm_version)
     except UnknownEngineError as e:
         raise SpecError.one("spec.engine.vllmVersion", str(e)) from None
-    gpn = spec.cluster.gpus_per_node or gpu.gpus_per_node
-    errors.extend(_architecture_errors(ckpt.architecture, spec.decode.topology.tensor_parallel))
+    errors = _architecture_errors(ckpt.architecture, spec.decode.topology.tensor_parallel)
     if errors:
         raise SpecError(errors)
-    errors.extend(check_roles_match(spec.prefill, spec.decode))
-    max_len = ckpt.architecture.max_position_embeddings
-    if spec.workload.isl + spec.workload.osl > max_len:
-        errors.append(FieldError("spec.workload.osl", f"isl + osl = {spec.workload.isl + spec.workload.osl} tokens exceeds "
-                                                      f"the model's context of {max_len} (config.json max_position_embeddings)"))
     served = spec.model.served_model_name or spec.model.name.rstrip("/").split("/")[-1]
-    w = spec.workload
+    return _Resolved(ckpt, gpu, profile, spec.cluster.gpus_per_node or gpu.gpus_per_node, served)
 
-    # Prefill sizing.
-    p_mnbt = spec.prefill.tuning.max_num_batched_tokens or sizing.prefill_max_num_batched_tokens(w.isl)
-    prefill_flags: dict[str, int | None] = {
-        "--max-num-batched-tokens": p_mnbt,
-        "--max-num-seqs": spec.prefill.tuning.max_num_seqs,
-        "--max-cudagraph-capture-size": spec.prefill.tuning.max_cudagraph_capture_size,
-    }
-    # Decode sizing.
-    d = spec.decode
-    dt = d.tuning
+
+def _decode_sizing_errors(spec: QwenDisaggDeploymentSpec, s: RoleSizing) -> list[FieldError]:
+    """Decode sizing vLLM or the workload refuses: too few sequences per rank, batched tokens
+    below the sequences, a capture size above the batched tokens."""
+    d, w = spec.decode, spec.workload
     per_rank = sizing.per_rank_concurrency(w.concurrency, d.endpoints, d.topology.data_parallel)
-    capture = dt.max_cudagraph_capture_size or sizing.decode_capture_size(w.concurrency, d.endpoints, d.topology.data_parallel)
-    seqs = dt.max_num_seqs or sizing.decode_max_num_seqs(profile, gpu, capture)
-    d_mnbt = dt.max_num_batched_tokens or sizing.decode_max_num_batched_tokens(profile, gpu, seqs)
+    seqs, mnbt, capture = s.max_num_seqs or 0, s.max_num_batched_tokens, s.max_cudagraph_capture_size or 0
+    errors = []
     if seqs < per_rank:
         errors.append(FieldError("spec.decode.tuning.maxNumSeqs",
                                  f"{seqs} per DP rank is below the {per_rank} requests each of the "
                                  f"{d.endpoints * d.topology.data_parallel} decode DP ranks holds at concurrency "
                                  f"{w.concurrency}; raise it to at least {per_rank} or remove it"))
-    if d_mnbt < seqs:
+    if mnbt < seqs:
         errors.append(FieldError("spec.decode.tuning.maxNumBatchedTokens",
-                                  f"{d_mnbt} is below maxNumSeqs {seqs}; vLLM requires max-num-batched-tokens ≥ max-num-seqs"))
-    if capture > d_mnbt:
+                                 f"{mnbt} is below maxNumSeqs {seqs}; vLLM requires max-num-batched-tokens ≥ max-num-seqs"))
+    if capture > mnbt:
         errors.append(FieldError("spec.decode.tuning.maxCudagraphCaptureSize",
-                                  f"{capture} exceeds max-num-batched-tokens {d_mnbt}; vLLM clamps it, so set at most {d_mnbt}"))
-    decode_flags: dict[str, int | None] = {
-        "--max-num-batched-tokens": d_mnbt, "--max-num-seqs": seqs, "--max-cudagraph-capture-size": capture,
-    }
+                                 f"{capture} exceeds max-num-batched-tokens {mnbt}; vLLM clamps it, so set at most {mnbt}"))
+    return errors
 
-    prefill = _role(resource.name, resource.namespace, "prefill", spec, spec.prefill, spec.prefill.endpoints, profile,
-                    gpu, gpn, served, prefill_flags, errors)
-    decode = _role(resource.name, resource.namespace, "decode", spec, d, d.endpoints, profile, gpu, gpn, served,
-                   decode_flags, errors)
 
-    layout = cache_layout(ckpt, d.topology.tensor_parallel, dt.kv_cache_dtype, dt.mamba_ssm_cache_dtype, profile)
-    budget = rank_budget(ckpt, gpu, d.topology.data_parallel, d.topology.tensor_parallel, d.topology.expert_parallel,
-                         decode.gpu_memory_utilization, d_mnbt, seqs)
+def _pod_flags(names_of: tuple[str, str, str], role: str, ep: int, idx: int, pods_per: int, dp_local: int,
+               spec: QwenDisaggDeploymentSpec, rs: RoleSpec) -> list[str]:
+    """The flags that differ between the pods of one endpoint (ENGINE_FLAGS rows without a render):
+    the DP layout over the endpoint's pods, the HTTP port and API servers of the leader."""
+    plan_name, namespace, _ = names_of
+    argv: list[str] = []
+    if pods_per > 1:
+        leader_dns = names.pod_dns(names.group_pod(plan_name, role, ep, 0), plan_name, role, namespace)
+        argv += ["--data-parallel-size-local", str(dp_local), "--data-parallel-address", leader_dns,
+                 "--data-parallel-rpc-port", str(spec.ports.data_parallel_rpc)]
+        if idx > 0:
+            argv += ["--headless", "--data-parallel-start-rank", str(idx * dp_local)]
+    if idx == 0:
+        argv += ["--port", str(spec.ports.http)]
+        if rs.tuning.api_server_count is not None:
+            argv += ["--api-server-count", str(rs.tuning.api_server_count)]
+    return argv
+
+
+def _role(plan_name: str, namespace: str, role: str, spec: QwenDisaggDeploymentSpec, r: _Resolved,
+          role_sizing: RoleSizing) -> tuple[RolePlan, list[FieldError]]:
+    """One role's pods (argv from the ENGINE_FLAGS table, env, ranks, ports) and its errors."""
+    rs: PrefillSpec | DecodeSpec = spec.prefill if role == "prefill" else spec.decode
+    t, tu, profile = rs.topology, rs.tuning, r.profile
+    pods_per, gpus_per_pod, errors = _layout(role, rs, r.gpus_per_node)
+    async_on = profile.async_scheduling_race_fixes if tu.async_scheduling is None else tu.async_scheduling
+    kv_role = profile.kv_role_prefill if role == "prefill" else profile.kv_role_decode
+    kv = spec.kv_transfer
+    ctx = RoleContext(spec, rs, profile, role_sizing, kv_role, async_on,
+                      kv_transfer_config(kv_role, kv.load_failure_policy, list(kv.backends)), r.served)
+    first, after = [_model_arg(spec), *role_flags(ctx, first=True)], [*role_flags(ctx, first=False), *rs.extra_args]
+    env = tuple(_common_env(spec, r.gpu) + extra_env(rs))
+    dp_local = t.data_parallel // pods_per
+    pods = []
+    for ep in range(rs.endpoints):
+        for idx in range(pods_per):
+            start = idx * dp_local
+            pod_name = (names.group_pod(plan_name, role, ep, idx) if pods_per > 1
+                        else names.statefulset_pod(plan_name, role, ep))
+            argv = first + _pod_flags((plan_name, namespace, role), role, ep, idx, pods_per, dp_local, spec, rs) + after
+            pods.append(PodPlan(
+                name=pod_name, role=role, endpoint=ep, group_role="leader" if idx == 0 else "worker",
+                argv=tuple(argv), env=env, gpus=gpus_per_pod, dp_size_local=dp_local, dp_start_rank=start,
+                side_channel_ports=tuple(kv.side_channel_port + x for x in range(start, start + dp_local)),
+                serves_http=idx == 0))
+    plan = RolePlan(
+        role=role, endpoints=rs.endpoints, dp=t.data_parallel, tp=t.tensor_parallel, expert_parallel=t.expert_parallel,
+        pods_per_endpoint=pods_per, gpus_per_pod=gpus_per_pod, max_num_batched_tokens=role_sizing.max_num_batched_tokens,
+        max_num_seqs=role_sizing.max_num_seqs, max_cudagraph_capture_size=role_sizing.max_cudagraph_capture_size,
+        gpu_memory_utilization=tu.gpu_memory_utilization or profile.gpu_memory_utilization_default,
+        async_scheduling=async_on, kv_role=kv_role, pods=tuple(pods))
+    return plan, errors + _role_errors(role, rs, profile, spec)
+
+
+def _capacity(spec: QwenDisaggDeploymentSpec, r: _Resolved, decode: RolePlan,
+              s: RoleSizing) -> tuple[DecodeCapacity, list[FieldError], list[str]]:
+    """The predicted decode capacity, and the error or warning it gives against the concurrency."""
+    d, w = spec.decode, spec.workload
+    layout = cache_layout(r.checkpoint, d.topology.tensor_parallel, d.tuning.kv_cache_dtype, d.tuning.mamba_ssm_cache_dtype,
+                          r.profile)
+    budget = rank_budget(r.checkpoint, r.gpu, d.topology.data_parallel, d.topology.tensor_parallel,
+                         d.topology.expert_parallel, decode.gpu_memory_utilization, s.max_num_batched_tokens,
+                         s.max_num_seqs or 0)
     cap = decode_capacity(layout, budget, d.topology.data_parallel, d.endpoints, w.isl, w.osl, w.random_range_ratio,
                           w.concurrency)
-    warnings: list[str] = []
     if budget.cache_bytes <= 0:
-        errors.append(FieldError("spec.decode.topology.dataParallel",
-                                 f"weights ({budget.weight_bytes / 1e9:.1f} GB per rank) and activations leave no KV cache "
-                                 f"on {gpu.name} ({budget.usable_bytes / 1e9:.1f} GB usable): shard over more ranks"))
-    elif cap.refused:
-        errors.append(FieldError(
+        return cap, [FieldError("spec.decode.topology.dataParallel",
+                                f"weights ({budget.weight_bytes / 1e9:.1f} GB per rank) and activations leave no KV cache "
+                                f"on {r.gpu.name} ({budget.usable_bytes / 1e9:.1f} GB usable): shard over more ranks")], []
+    if cap.refused:
+        return cap, [FieldError(
             "spec.workload.concurrency",
             f"{w.concurrency} concurrent requests exceed the predicted decode capacity of {cap.total} "
             f"({d.endpoints} × {decode.topology_name}: {cap.per_endpoint} per endpoint at {cap.request_bytes / 2**20:.0f} MiB "
             f"per request of ~{cap.mean_tokens:.0f} tokens, {budget.cache_bytes / 1e9:.1f} GB KV cache per rank); "
             f"it needs {cap.endpoints_needed} decode endpoints ({cap.endpoints_needed * decode.gpus_per_endpoint} decode GPUs): "
-            f"raise spec.decode.endpoints to {cap.endpoints_needed} or lower the concurrency"))
-    elif cap.tight:
-        warnings.append(f"concurrency {w.concurrency} is above the predicted decode capacity {cap.total} but within the "
-                        "model's ±20% tolerance: expect preemptions near the target")
+            f"raise spec.decode.endpoints to {cap.endpoints_needed} or lower the concurrency")], []
+    if cap.tight:
+        return cap, [], [f"concurrency {w.concurrency} is above the predicted decode capacity {cap.total} but within the "
+                         "model's ±20% tolerance: expect preemptions near the target"]
+    return cap, [], []
 
+
+def _placement_errors(spec: QwenDisaggDeploymentSpec, r: _Resolved, prefill: RolePlan,
+                      decode: RolePlan) -> list[FieldError]:
+    """A deployment too large for one resource, or for the NVLink domain it must stay in."""
+    errors = []
     pods = len(prefill.pods) + len(decode.pods)
     if pods > MAX_ENGINE_PODS:
         big = "decode" if len(decode.pods) > len(prefill.pods) else "prefill"
@@ -301,22 +293,43 @@ def build_plan(resource: Resource) -> Plan:
                                  f"{pods} engine pods ({len(prefill.pods)} prefill + {len(decode.pods)} decode) are more than "
                                  f"one deployment may have ({MAX_ENGINE_PODS}: 16 NVL72 racks); split it into several "
                                  "deployments"))
-    compute_domain = gpu.multi_node_nvlink if spec.cluster.compute_domain is None else spec.cluster.compute_domain
-    total_gpus = prefill.gpus + decode.gpus
-    domain_gpus = gpu.nvlink_domain_nodes * gpn
+    gpu, gpn = r.gpu, r.gpus_per_node
+    total_gpus, domain_gpus = prefill.gpus + decode.gpus, gpu.nvlink_domain_nodes * gpn
     if spec.cluster.same_nvlink_domain and gpu.multi_node_nvlink and total_gpus > domain_gpus:
         errors.append(FieldError(
             "spec.prefill.endpoints",
             f"{total_gpus} GPUs ({prefill.gpus} prefill + {decode.gpus} decode) do not fit one NVLink domain of "
             f"{gpu.nvlink_domain_nodes} × {gpn} = {domain_gpus} {gpu.name} GPUs, and cluster.sameNVLinkDomain keeps "
             "every pod in one: use fewer endpoints, or split into two deployments"))
+    return errors
+
+
+def build_plan(resource: Resource) -> Plan:
+    """Plan a parsed resource: resolve the catalog entries, size both roles, assemble their pods,
+    predict the decode capacity, check placement. Raises :class:`SpecError` with every problem found."""
+    spec, w = resource.spec, resource.spec.workload
+    r = _resolve(spec)
+    errors = check_roles_match(spec.prefill, spec.decode)
+    max_len = r.checkpoint.architecture.max_position_embeddings
+    if w.isl + w.osl > max_len:
+        errors.append(FieldError("spec.workload.osl", f"isl + osl = {w.isl + w.osl} tokens exceeds "
+                                                      f"the model's context of {max_len} (config.json max_position_embeddings)"))
+    d = spec.decode
+    prefill_sizing = sizing.prefill_sizing(spec.prefill.tuning, w.isl)
+    decode_sizing = sizing.decode_sizing(d.tuning, r.profile, r.gpu, w.concurrency, d.endpoints, d.topology.data_parallel)
+    errors += _decode_sizing_errors(spec, decode_sizing)
+    prefill, prefill_errors = _role(resource.name, resource.namespace, "prefill", spec, r, prefill_sizing)
+    decode, decode_errors = _role(resource.name, resource.namespace, "decode", spec, r, decode_sizing)
+    cap, cap_errors, warnings = _capacity(spec, r, decode, decode_sizing)
+    errors += prefill_errors + decode_errors + cap_errors + _placement_errors(spec, r, prefill, decode)
     if spec.kv_transfer.side_channel_host:
         warnings.append("kvTransfer.sideChannelHost is fixed: every engine pod advertises "
                         f"{spec.kv_transfer.side_channel_host}; only correct when that address reaches each pod "
                         "(e.g. one pod per host with hostNetwork)")
     if errors:
         raise SpecError(errors)
-    return Plan(name=resource.name, namespace=resource.namespace, spec=spec, checkpoint=ckpt, gpu=gpu, profile=profile,
-                served_model_name=served, prefill=prefill, decode=decode,
+    compute_domain = r.gpu.multi_node_nvlink if spec.cluster.compute_domain is None else spec.cluster.compute_domain
+    return Plan(name=resource.name, namespace=resource.namespace, spec=spec, checkpoint=r.checkpoint, gpu=r.gpu,
+                profile=r.profile, served_model_name=r.served, prefill=prefill, decode=decode,
                 router=router_plan(resource.name, resource.namespace, spec), capacity=cap,
-                compute_domain=compute_domain, gpus_per_node=gpn, warnings=tuple(warnings))
+                compute_domain=compute_domain, gpus_per_node=r.gpus_per_node, warnings=tuple(warnings))

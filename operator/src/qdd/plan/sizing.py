@@ -6,7 +6,9 @@ Each function is one rule with its source; :mod:`qdd.plan.build` applies them.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
+from ..api.spec import RoleTuning
 from ..catalog import EngineProfile, GPUKind, round_up_to_grid
 
 CAPTURE_HEADROOM = 128
@@ -44,3 +46,29 @@ def decode_max_num_seqs(profile: EngineProfile, gpu: GPUKind, capture: int) -> i
 def decode_max_num_batched_tokens(profile: EngineProfile, gpu: GPUKind, max_num_seqs: int) -> int:
     """max(engine default, max_num_seqs): vLLM requires max_num_batched_tokens ≥ max_num_seqs."""
     return max(profile.default_max_num_batched_tokens(gpu), max_num_seqs)
+
+
+@dataclass(frozen=True)
+class RoleSizing:
+    """The scheduler sizing one role renders: ``--max-num-batched-tokens`` (tokens per step),
+    ``--max-num-seqs`` (sequences per DP rank) and ``--max-cudagraph-capture-size`` (the largest
+    captured batch, tokens); None leaves the engine's own value."""
+
+    max_num_batched_tokens: int
+    max_num_seqs: int | None
+    max_cudagraph_capture_size: int | None
+
+
+def prefill_sizing(tuning: RoleTuning, isl: int) -> RoleSizing:
+    """Prefill: 2 × ISL batched tokens unless tuned; sequences and capture as tuned (engine defaults)."""
+    return RoleSizing(tuning.max_num_batched_tokens or prefill_max_num_batched_tokens(isl), tuning.max_num_seqs,
+                      tuning.max_cudagraph_capture_size)
+
+
+def decode_sizing(tuning: RoleTuning, profile: EngineProfile, gpu: GPUKind, concurrency: int, endpoints: int,
+                  dp: int) -> RoleSizing:
+    """Decode: capture size, then sequences, then batched tokens, each from the one before unless tuned."""
+    capture = tuning.max_cudagraph_capture_size or decode_capture_size(concurrency, endpoints, dp)
+    seqs = tuning.max_num_seqs or decode_max_num_seqs(profile, gpu, capture)
+    mnbt = tuning.max_num_batched_tokens or decode_max_num_batched_tokens(profile, gpu, seqs)
+    return RoleSizing(mnbt, seqs, capture)

@@ -15,6 +15,8 @@ direction, timing only (the bytes land on the other side), to compare push with 
 
 from __future__ import annotations
 
+from functools import partial
+
 import os
 import socket
 import statistics
@@ -228,7 +230,7 @@ class Fetcher:
                     else:
                         seq += 1
                         agent.send_notif(SERVE_AGENT, encode("push", id=seq, dlist=kind, indices=idx, skip_merge=skip))
-                        _, rep_msg = inbox.next("pushed", connect_timeout, match=lambda m, s=seq: m.get("id") == s)
+                        _, rep_msg = inbox.next("pushed", connect_timeout, match=partial(_has_id, seq))
                         if rep_msg.get("error"):
                             raise RuntimeError(f"serve-side push failed: {rep_msg['error']}")
                         sec, descs = float(rep_msg["seconds"]), rep_msg.get("descs")
@@ -246,3 +248,7 @@ class Fetcher:
             agent.send_notif(SERVE_AGENT, encode("bye", final=final))
             time.sleep(0.05)
         return out
+
+
+def _has_id(wanted: int, msg: dict[str, Any]) -> bool:
+    return msg.get("id") == wanted

@@ -2,7 +2,7 @@
 
 The controller lists the Jobs and pods labelled ``qdd.dev/deployment=<cr>, qdd.dev/role=preflight``
 and calls :func:`kv_transfer_verdict` with them and the objects it rendered
-(:func:`qdd.preflight.render.preflight_objects`). Per pair it reads the fetch container's
+(:func:`qdd.render.preflight.preflight_objects`). Per pair it reads the fetch container's
 termination message from the pod of the current revision; a pod or Job of an older revision
 counts as not reported (the controller deletes and re-creates such Jobs: templates are immutable).
 """

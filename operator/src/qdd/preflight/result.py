@@ -33,7 +33,7 @@ def _dump(d: dict[str, Any]) -> str:
 
 def compact(result: dict[str, Any], limit: int = TERMINATION_MESSAGE_LIMIT) -> str:
     """The result in at most ``limit`` bytes: the core keys, then as much of the config as fits."""
-    out = {k: result.get(k) for k in CORE_KEYS}
+    out: dict[str, Any] = {k: result.get(k) for k in CORE_KEYS}
     if isinstance(out.get("message"), str):
         out["message"] = out["message"][:600]
     if isinstance(out.get("error"), str):

@@ -86,9 +86,9 @@ def run_fetch(args: argparse.Namespace, log: Any) -> int:
         result["peer_copy"] = peer
         f = Fetcher(layout, args.device, args.gpu, args.requests, args.bulk_bytes, log, args.alloc)
         cfg["alloc"] = f.mem.allocation
-        for k, v in enumerate(variants):
-            log(f"fetch: variant {k} {v.to_json()}")
-            variants_out.append(f.variant(v, k, ip, args.server_port, k == len(variants) - 1, args.warmup,
+        for i, variant in enumerate(variants):
+            log(f"fetch: variant {i} {variant.to_json()}")
+            variants_out.append(f.variant(variant, i, ip, args.server_port, i == len(variants) - 1, args.warmup,
                                           args.reps, args.budget_s, args.connect_timeout))
         cfg["serve_alloc"] = f.serve_alloc
         p = variants_out[0]
@@ -115,9 +115,9 @@ def run_fetch(args: argparse.Namespace, log: Any) -> int:
     result["variants"] = variants_out
     result["config"] = cfg
     result["elapsed_s"] = round(time.time() - started, 1)
-    v = verdict(result, Thresholds(args.min_bulk_gbps, args.max_request_ms, args.min_peer_fraction))
-    result.update({"pass": v.passed, "reason": v.reason, "message": v.message})
-    if result["error"] or not v.passed:
+    judged = verdict(result, Thresholds(args.min_bulk_gbps, args.max_request_ms, args.min_peer_fraction))
+    result.update({"pass": judged.passed, "reason": judged.reason, "message": judged.message})
+    if result["error"] or not judged.passed:
         tail = cap.text().splitlines()[-40:]
         print("\n".join(tail), file=sys.stderr)
     if args.result_file:
@@ -126,4 +126,4 @@ def run_fetch(args: argparse.Namespace, log: Any) -> int:
     print(json.dumps(result, indent=1, sort_keys=False), flush=True)
     if not args.ucx_log:
         os.unlink(cap.path)
-    return 2 if result["error"] else 0 if v.passed else 1
+    return 2 if result["error"] else 0 if judged.passed else 1

@@ -27,7 +27,7 @@ def serve(layout: TransferLayout, *, device: str, gpu: int, alloc: str, port: in
         f"{mem.kind} {mem.device_index}, listening on :{port}")
 
     peers: dict[str, tuple[Dlists, Mover]] = {}
-    stats = {"role": "serve", "alloc": mem.allocation, "hellos": 0, "pushes": 0, "byes": 0, "errors": []}
+    stats: dict[str, Any] = {"role": "serve", "alloc": mem.allocation, "hellos": 0, "pushes": 0, "byes": 0, "errors": []}
     inbox = Inbox(agent)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and stats["byes"] < exit_after:

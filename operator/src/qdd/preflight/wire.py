@@ -97,9 +97,9 @@ class Inbox:
                     return peer, msg
             for peer, msgs in self.agent.get_new_notifs().items():
                 for raw in msgs:
-                    msg = decode(raw)
-                    if msg is not None:
-                        self.pending.append((peer, msg))
+                    decoded = decode(raw)
+                    if decoded is not None:
+                        self.pending.append((peer, decoded))
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"no {kind or 'any'!r} notification within {timeout:.0f} s")
             time.sleep(0.0002)
@@ -118,7 +118,7 @@ class Side:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Side:
-        return cls([tuple(r) for r in d["regions"]], tuple(d["bulk"]), int(d["device"]))  # type: ignore[misc]
+        return cls([(int(a), int(n)) for a, n in d["regions"]], (int(d["bulk"][0]), int(d["bulk"][1])), int(d["device"]))
 
 
 def dlist_entries(side: Side, layout: TransferLayout, requests: int,

@@ -16,10 +16,9 @@ import yaml
 from .. import labels, names
 from ..plan import Plan, PodPlan, RolePlan
 from ..plan.router import METRICS_PORT
-from .safe import environment, load, load_all
-
-_env = environment("qdd.render")
-_env.globals["labels_of"] = labels.object_labels
+from .preflight import PreflightOptions, preflight_objects
+from .safe import ENV as _env
+from .safe import load, load_all
 
 KIND_ORDER = ["ComputeDomain", "ServiceAccount", "Role", "RoleBinding", "Service", "StatefulSet", "Job", "Pod",
               "Deployment"]
@@ -123,9 +122,7 @@ _Dumper.add_representer(str, _str)
 
 def render_all(plan: Plan) -> list[dict[str, Any]]:
     """Everything the operator applies: :func:`render` plus, unless the spec turns it off, the
-    KV-transfer preflight (:func:`qdd.preflight.render.preflight_objects`), in one order."""
-    from ..preflight.render import PreflightOptions, preflight_objects
-
+    KV-transfer preflight (:func:`qdd.render.preflight.preflight_objects`), in one order."""
     objs = render(plan)
     if plan.spec.kv_transfer.preflight.enabled:
         objs += preflight_objects(plan, PreflightOptions())

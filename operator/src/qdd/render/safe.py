@@ -21,6 +21,8 @@ from typing import Any
 import yaml
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from ..labels import object_labels
+
 
 _Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 """libyaml's emitter when PyYAML has it. The text it writes is parsed again at once, so only what
@@ -69,6 +71,11 @@ def environment(package: str) -> Environment:
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 """libyaml's parser when PyYAML has it: ten times faster than the pure-Python one, same result."""
+
+
+ENV = environment("qdd.render")
+"""The one environment: engine, router, Service, ComputeDomain and preflight templates alike."""
+ENV.globals["labels_of"] = object_labels
 
 
 def load_all(text: str) -> list[dict[str, Any]]:

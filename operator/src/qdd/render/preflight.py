@@ -36,16 +36,14 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import yaml
 
 from .. import labels, names
 from ..plan import Plan, RolePlan
-from ..render.safe import environment, load
-from .layout import DEFAULT_BULK_BYTES, DEFAULT_REQUESTS, for_plan
-from .names import ROLE, SIDE, TERMINATION_LOG, job_name, serve_host, service_name
-from .verdict import Thresholds
-
-_env = environment("qdd.preflight")
+from ..preflight.layout import DEFAULT_BULK_BYTES, DEFAULT_REQUESTS, for_plan
+from ..preflight.names import ROLE, SIDE, TERMINATION_LOG, job_name, serve_host, service_name
+from ..preflight.verdict import Thresholds
+from .safe import ENV as _env
+from .safe import load
 
 
 @dataclass(frozen=True)
@@ -126,7 +124,7 @@ def _job(plan: Plan, side: str, pair: int, layout_json: str, o: PreflightOptions
     engine = s.engine.model_copy(update={"image": o.image}) if o.image else s.engine
     node_selector = {"kubernetes.io/arch": plan.gpu.node_arch, "nvidia.com/gpu.product": plan.gpu.product_label,
                      **s.cluster.node_selector}
-    text = _env.get_template("job.yaml.j2").render(
+    text = _env.get_template("preflight-job.yaml.j2").render(
         d=plan, side=side, pair=pair, name=job_name(plan.name, side, pair), service=service_name(plan.name),
         labels={**_base_labels(plan), SIDE: side, labels.ENDPOINT: str(pair)}, deadline=o.deadline_seconds,
         image_pull_secrets=s.engine.image_pull_secrets, node_selector=node_selector,

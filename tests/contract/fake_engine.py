@@ -1,4 +1,4 @@
-"""Fake vLLM prefill/decode engines that speak the P/D protocol (FACTS.md §4): test doubles for GPUs.
+"""Fake vLLM prefill/decode engines that speak the P/D protocol (docs/facts/pd-protocol.md): test doubles for GPUs.
 
 A real router (vllm-router) sits in front of them in tests/contract/test_router.py. What the
 fakes do is what vLLM 0.33.0 with the NixlConnector does on the HTTP surface, with the KV
@@ -35,7 +35,7 @@ from typing import Any
 
 HOST = "127.0.0.1"
 KV_CACHE_GROUPS = 4
-"""Qwen3.5-397B has 1 full-attention + 3 GDN KV-cache groups (FACTS.md §3): one block list each."""
+"""Qwen3.5-397B has 1 full-attention + 3 GDN KV-cache groups (docs/facts/memory-model.md): one block list each."""
 SIDE_CHANNEL_TIMEOUT_S = 5.0
 
 

@@ -1,5 +1,5 @@
 """The real vllm-router, run with the args `qdd render` gives the router Deployment of the seed
-example, in front of fake prefill/decode engines speaking the P/D protocol (FACTS.md §4).
+example, in front of fake prefill/decode engines speaking the P/D protocol (docs/facts/pd-protocol.md).
 
 Two ways to find the engines:
 * static: the rendered discovery flags replaced by ``--prefill URL``/``--decode URL`` (one per

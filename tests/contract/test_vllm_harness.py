@@ -16,7 +16,7 @@ MODEL = "nvidia/Qwen3.5-397B-A17B-NVFP4"
 KV_CONSUMER = '{"kv_connector":"NixlConnector","kv_role":"kv_consumer","kv_load_failure_policy":"fail"}'
 KV_PRODUCER = '{"kv_connector":"NixlConnector","kv_role":"kv_producer","kv_load_failure_policy":"fail"}'
 
-# shared/FACTS.md sections 1-2: flags both roles carry.
+# docs/facts/seed-recipe.md and docs/facts/vllm-flags.md: flags both roles carry.
 COMMON = [
     "--served-model-name", "Qwen3.5-397B-A17B-NVFP4",
     "--tensor-parallel-size", "1",

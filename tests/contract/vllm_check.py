@@ -64,7 +64,7 @@ import tempfile
 import time
 from typing import Any
 
-# Qwen3.5-397B-A17B text dimensions (shared/FACTS.md section 3); the vision tower is shrunk:
+# Qwen3.5-397B-A17B text dimensions (docs/facts/memory-model.md); the vision tower is shrunk:
 # --language-model-only skips it, and only the architecture's config shape matters here.
 STAND_IN_CONFIG: dict[str, Any] = {
     "architectures": ["Qwen3_5MoeForConditionalGeneration"],

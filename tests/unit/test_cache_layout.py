@@ -1,4 +1,4 @@
-"""vLLM's hybrid KV cache of one rank (qdd.plan.memory.cache_layout) against FACTS.md §3.
+"""vLLM's hybrid KV cache of one rank (qdd.plan.memory.cache_layout) against docs/facts/memory-model.md.
 
 Expected numbers are computed here by hand from config.json values, not with qdd's formulas:
 KV/token = N_fa × 2 × kv_heads × head_dim × bytes; conv = (2·kh·kd + vh·vd) × 3 × 2;

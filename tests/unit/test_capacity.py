@@ -16,7 +16,7 @@ NVFP4 = "nvidia/Qwen3.5-397B-A17B-NVFP4"
 
 
 def test_397b_nvfp4_weights():
-    """FACTS.md §3: experts ≈ 217 GB (386.5 B params × 4.5 bits), non-expert ≈ 19.6 GB bf16."""
+    """docs/facts/memory-model.md: experts ≈ 217 GB (386.5 B params × 4.5 bits), non-expert ≈ 19.6 GB bf16."""
     ck = resolve_checkpoint(NVFP4)
     assert ck.architecture.expert_params == 60 * 512 * 3 * 4096 * 1024
     assert ck.expert_weight_bytes() == math.ceil(60 * 512 * 3 * 4096 * 1024 * 4.5 / 8)

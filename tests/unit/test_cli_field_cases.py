@@ -1,4 +1,4 @@
-"""Field failures (FACTS.md §9) refused by `qdd render` run as a process: exit 2, the field named on
+"""Field failures (docs/facts/field-failures.md#design-against-these) refused by `qdd render` run as a process: exit 2, the field named on
 stderr, no traceback, nothing on stdout. The processes run in parallel once per session."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Every seed example renders the seed recipe's values (FACTS.md §1, the vLLM blog's recipes)."""
+"""Every seed example renders the seed recipe's values (docs/facts/seed-recipe.md, the vLLM blog's recipes)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The preflight's transfer layout against the planner, for all five catalog architectures.
 
-Expected numbers are recomputed here from FACTS.md §3 (config.json fields and vLLM 0.33 formulas),
+Expected numbers are recomputed here from docs/facts/memory-model.md (config.json fields and vLLM 0.33 formulas),
 not from qdd.plan.memory, then compared with what the planner's Plan gives the preflight."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from qdd.preflight.layout import TransferLayout, coalesce, descriptor_count, for
 from ..conftest import EXAMPLES, load
 from .helpers import plan_of
 
-# FACTS.md §3: layers (full-attn / GDN), KV heads, GDN key heads / value heads; head dims 256 / 128.
+# docs/facts/memory-model.md: layers (full-attn / GDN), KV heads, GDN key heads / value heads; head dims 256 / 128.
 ARCH = {
     "nvidia/Qwen3.5-397B-A17B-NVFP4": (15, 45, 2, 16, 64),
     "Qwen/Qwen3.5-122B-A10B": (12, 36, 2, 16, 64),
@@ -29,7 +29,7 @@ TOKENS = 8192 + 1024
 
 def _by_hand(n_fa: int, n_gdn: int, kv_heads: int, k_heads: int, v_heads: int, kv_bytes: int = 2,
              tokens: int = TOKENS) -> dict[str, int]:
-    """bf16 SSM, bf16 conv state, TP 1, alignment 16 (FACTS.md §3)."""
+    """bf16 SSM, bf16 conv state, TP 1, alignment 16 (docs/facts/memory-model.md)."""
     attn = 2 * kv_heads * 256 * kv_bytes
     conv = (2 * k_heads * 128 + v_heads * 128) * 3 * 2
     ssm = v_heads * 128 * 128 * 2

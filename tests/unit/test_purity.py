@@ -1,4 +1,4 @@
-"""The pure core (api, catalog, plan, render) never imports kopf or kubernetes (DESIGN.md §2)."""
+"""The pure core (api, catalog, plan, render) never imports kopf or kubernetes (docs/facts/design-brief.md#2-architecture-a-pure-core-and-a-thin-shell)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """qdd: prefill/decode disaggregated vLLM serving of Qwen3.5 on Kubernetes.
 
-Layers (DESIGN.md §2): ``api`` → ``plan`` → ``render`` are pure (no kopf, no kubernetes
+Layers (docs/facts/design-brief.md#2-architecture-a-pure-core-and-a-thin-shell): ``api`` → ``plan`` → ``render`` are pure (no kopf, no kubernetes
 client); ``controller`` and ``cli`` do the I/O.
 """
 

@@ -1,7 +1,7 @@
 """Cross-field rules of the spec, written once and enforced twice: as CEL
 ``x-kubernetes-validations`` on the CRD (refused at ``kubectl apply``) and as Python checks in
 ``qdd plan``/``qdd render`` and the operator (for clusters that skip CEL). Each rule names the
-field a user must change. Field failures they prevent: FACTS.md §9.
+field a user must change. Field failures they prevent: docs/facts/field-failures.md#design-against-these.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``QwenDisaggDeployment.spec``: what the user asks for.
 
 Every field's description becomes ``kubectl explain`` text through the generated CRD
-(:mod:`qdd.api.crd`). Defaults reproduce the seed recipes (FACTS.md §1); fields left empty
+(:mod:`qdd.api.crd`). Defaults reproduce the seed recipes (docs/facts/seed-recipe.md); fields left empty
 (``None``) are computed by the planner from the workload (:mod:`qdd.plan.sizing`).
 """
 

@@ -1,7 +1,7 @@
 """Engine profiles: what a given vLLM release accepts and defaults to.
 
 The planner never guesses engine behaviour: it asks the profile of ``spec.engine.vllmVersion``.
-Sources: vLLM 0.33.0 source (FACTS.md §2, docs/vllm-0.33-facts.md) for ``0.33.0``. ``0.23.0``
+Sources: vLLM 0.33.0 source (docs/facts/vllm-flags.md, docs/vllm-0.33-facts.md) for ``0.33.0``. ``0.23.0``
 is the older profile: it predates vLLM PRs #45357 (defer block freeing under async scheduling +
 P/D consumer) and #48481 (P/D async-scheduling race for hybrid attention models) — the races
 that collapsed accuracy to zero with async scheduling on (the seed blog, §3) — and predates the

@@ -2,7 +2,7 @@
 
 Memory is what ``nvidia-smi`` reports (MiB), the value GPU Feature Discovery publishes as the
 ``nvidia.com/gpu.memory`` node label; vLLM budgets against the same total
-(``torch.cuda.mem_get_info``). GB200: FACTS.md §5 (189471 MiB, 4 GPUs per compute tray, Grace
+(``torch.cuda.mem_get_info``). GB200: docs/facts/gb200.md (189471 MiB, 4 GPUs per compute tray, Grace
 arm64 CPUs, NVL72 domain of 18 trays). B200/H200/H100: the HGX baseboards (8 GPUs, x86 hosts).
 """
 

@@ -1,4 +1,4 @@
-"""Model architectures qdd knows, from each checkpoint's config.json (FACTS.md §3).
+"""Model architectures qdd knows, from each checkpoint's config.json (docs/facts/memory-model.md).
 
 All byte formulas that use these numbers live in :mod:`qdd.plan.memory`; this module is data.
 """
@@ -107,7 +107,7 @@ def _qwen35(name: str, **kw: Any) -> Architecture:
     return Architecture(name=name, **base)
 
 
-# Numbers: FACTS.md §3 table (config.json of each Qwen release); moe/shared intermediate sizes
+# Numbers: docs/facts/memory-model.md table (config.json of each Qwen release); moe/shared intermediate sizes
 # from the same configs (397B and 122B: 1024; 35B and Next-80B: 512).
 ARCHITECTURES: dict[str, Architecture] = {
     a.name: a
@@ -143,7 +143,7 @@ class Checkpoint:
 
     ``expert_dtype``/``dense_dtype``: storage of routed experts vs everything else. NVIDIA's
     ModelOpt NVFP4 exports quantize the routed experts and keep GDN, attention, embeddings and
-    LM head in bf16 (this reproduces the ≈217 GB experts + ≈20 GB of FACTS.md §3).
+    LM head in bf16 (this reproduces the ≈217 GB experts + ≈20 GB of docs/facts/memory-model.md).
     ``kv_cache_dtype_auto``: what vLLM's ``--kv-cache-dtype auto`` resolves to: the checkpoint's
     ``kv_cache_quant_algo`` when it has one (ModelOpt NVFP4 exports: FP8), else the model dtype.
     """

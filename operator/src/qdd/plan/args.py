@@ -1,4 +1,4 @@
-"""vLLM argv and env of each engine pod (FACTS.md §1–2; flags checked against vLLM 0.33.0's parser
+"""vLLM argv and env of each engine pod (docs/facts/seed-recipe.md, docs/facts/vllm-flags.md; flags checked against vLLM 0.33.0's parser
 by tests/contract)."""
 
 from __future__ import annotations
@@ -165,7 +165,7 @@ def check_extra(role: str, spec: RoleSpec, profile_version: str = "0.33.0") -> l
 
 
 # Flags qdd does not own but whose values must be equal on prefill and decode: the NIXL handshake
-# of hybrid models compares them, or the transferred bytes are laid out differently (FACTS.md §2).
+# of hybrid models compares them, or the transferred bytes are laid out differently (docs/facts/vllm-flags.md).
 MUST_MATCH_FLAGS = ("block-size", "dtype", "mamba-cache-dtype", "quantization", "revision", "attention-backend",
                     "attention-config", "hf-overrides", "tokenizer")
 """``attention-config`` carries the backend too (``--attention-config.backend``; vllm/engine/arg_utils.py)."""

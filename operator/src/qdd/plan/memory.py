@@ -1,6 +1,6 @@
 """Memory model of one engine rank and the decode capacity it predicts.
 
-Formulas follow vLLM 0.33 (FACTS.md §3):
+Formulas follow vLLM 0.33 (docs/facts/memory-model.md):
 - attention KV per token per layer = 2 × kv_heads_per_rank × head_dim × bytes(kv dtype)
   (vllm/v1/kv_cache_interface.py, FullAttentionSpec.page_size_bytes / block_size);
 - GDN state per layer = conv + ssm, conv = conv_dim_per_rank × (kernel − 1) × bytes(model dtype),

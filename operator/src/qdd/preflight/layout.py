@@ -1,7 +1,7 @@
 """What one rank of vLLM's hybrid KV cache looks like to NIXL, and what one request moves.
 
 Pure: no nixl, no torch. The numbers come from the planner's :class:`~qdd.plan.memory.CacheLayout`
-(vLLM 0.33 formulas, FACTS.md §3); this module only turns them into the shape a KV transfer has.
+(vLLM 0.33 formulas, docs/facts/memory-model.md); this module only turns them into the shape a KV transfer has.
 
 How vLLM lays the hybrid cache out (vllm/v1/core/kv_cache_utils.py, vllm/v1/worker/gpu_model_runner.py):
 - the layers are grouped into KV-cache groups of ``layers_per_group`` layers that share one page size

@@ -23,8 +23,15 @@ crds: venv
 	$(PY) -m qdd.cli crd -o crds/qdd.dev_qwendisaggdeployments.yaml
 	cp crds/qdd.dev_qwendisaggdeployments.yaml charts/qdd-operator/files/crds/
 
-test: setup
+test: setup lint
 	$(PY) -m pytest -q tests
+
+# ruff (with a complexity bound), mypy (pydantic plugin) and the import-linter layer contracts,
+# all configured in operator/pyproject.toml.
+lint: venv
+	$(VENV)/bin/ruff check --config operator/pyproject.toml operator/src tests bench hack
+	cd operator && $(VENV)/bin/mypy
+	cd operator && $(VENV)/bin/lint-imports
 
 test-unit: venv
 	$(PY) -m pytest -q tests/unit

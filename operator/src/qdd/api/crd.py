@@ -40,48 +40,49 @@ def _map_keys_as_cel(schema: dict[str, Any]) -> dict[str, Any]:
     return rest
 
 
+def _without_null(schema: dict[str, Any]) -> dict[str, Any]:
+    """``anyOf [X, null]`` (an optional field) → X with the rest of the schema; a None default dropped."""
+    branches = [b for b in schema["anyOf"] if b.get("type") != "null"]
+    if len(branches) != 1:
+        raise ValueError(f"not structural: anyOf {schema['anyOf']}")
+    rest = {k: v for k, v in schema.items() if k != "anyOf"}
+    if rest.get("default", "x") is None:
+        rest.pop("default")
+    return {**branches[0], **rest}
+
+
+def _keyword(key: str, value: Any, defs: dict[str, Any]) -> dict[str, Any]:
+    """One keyword of a schema in its structural form (possibly none, or two keywords)."""
+    if key in _DROP or (key == "required" and not value) or (key == "additionalProperties" and value is False):
+        return {}  # structural schemas prune unknown fields already
+    if key == "properties":
+        return {key: {k: structural(v, defs) for k, v in value.items()}}
+    if key in ("items", "additionalProperties"):
+        if key == "additionalProperties" and (value is True or value == {}):
+            return {"x-kubernetes-preserve-unknown-fields": True}
+        return {key: structural(value, defs)}
+    if key in ("exclusiveMinimum", "exclusiveMaximum") and not isinstance(value, bool):
+        # JSON Schema 2020-12 → OpenAPI v3.0: a bound plus a boolean flag.
+        return {"minimum" if key == "exclusiveMinimum" else "maximum": value, key: True}
+    if key == "const":
+        return {"enum": [value]}
+    return {key: value}
+
+
 def structural(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Inline ``$ref``, collapse ``anyOf [X, null]`` to X, drop titles; recurse."""
+    """Inline ``$ref``, collapse ``anyOf [X, null]`` to X, turn key constraints into CEL, drop
+    titles; recurse."""
     defs = defs if defs is not None else schema.get("$defs", {})
     if "$ref" in schema:
         target = defs[schema["$ref"].split("/")[-1]]
-        merged = {**target, **{k: v for k, v in schema.items() if k != "$ref"}}
-        return structural(merged, defs)
+        return structural({**target, **{k: v for k, v in schema.items() if k != "$ref"}}, defs)
     if "anyOf" in schema:
-        branches = [b for b in schema["anyOf"] if b.get("type") != "null"]
-        if len(branches) != 1:
-            raise ValueError(f"not structural: anyOf {schema['anyOf']}")
-        rest = {k: v for k, v in schema.items() if k != "anyOf"}
-        if rest.get("default", "x") is None:
-            rest.pop("default")
-        return structural({**branches[0], **rest}, defs)
+        return structural(_without_null(schema), defs)
     if "patternProperties" in schema or "propertyNames" in schema:
         return structural(_map_keys_as_cel(schema), defs)
     out: dict[str, Any] = {}
     for key, value in schema.items():
-        if key in _DROP:
-            continue
-        if key == "properties":
-            out[key] = {k: structural(v, defs) for k, v in value.items()}
-        elif key == "items":
-            out[key] = structural(value, defs)
-        elif key == "additionalProperties":
-            if value is False:
-                continue  # structural schemas prune unknown fields already
-            if value is True or value == {}:
-                out["x-kubernetes-preserve-unknown-fields"] = True
-            else:
-                out[key] = structural(value, defs)
-        elif key == "required" and not value:
-            continue
-        elif key in ("exclusiveMinimum", "exclusiveMaximum") and not isinstance(value, bool):
-            # JSON Schema 2020-12 → OpenAPI v3.0: a bound plus a boolean flag.
-            out["minimum" if key == "exclusiveMinimum" else "maximum"] = value
-            out[key] = True
-        elif key == "const":
-            out["enum"] = [value]
-        else:
-            out[key] = value
+        out.update(_keyword(key, value, defs))
     if out.get("type") == "object" and "properties" not in out and "additionalProperties" not in out:
         out["x-kubernetes-preserve-unknown-fields"] = True
     if "default" in out and out["default"] is None:

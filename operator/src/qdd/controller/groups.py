@@ -5,7 +5,7 @@ whole and created again. Pure."""
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .. import labels
@@ -51,6 +51,64 @@ def _group_key(obj: dict[str, Any]) -> tuple[str, int] | None:
     return lab[labels.ROLE], int(lab[labels.ENDPOINT])
 
 
+@dataclass
+class _Scan:
+    """What the observed pods of one group show, pod by pod."""
+
+    present: list[str] = field(default_factory=list)
+    terminating: list[str] = field(default_factory=list)
+    by_rev: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    size: dict[str, int] = field(default_factory=dict)
+    broken: str | None = None
+    outdated: bool = False
+    restarting: bool = False
+    all_ready: bool = True
+
+
+def _scan(want: dict[str, str], rev: str, observed: list[dict[str, Any]]) -> _Scan:
+    """Sort the observed pods of a group (``want``: desired name → revision ``rev``) into present,
+    terminating and per-revision, and note the first failure or restart."""
+    s = _Scan(size={rev: len(want)})
+    for p in sorted(observed, key=lambda o: o["metadata"]["name"]):
+        name = p["metadata"]["name"]
+        lab = p["metadata"].get("labels") or {}
+        prev = lab.get(labels.REVISION, "")
+        current = prev == rev and name in want
+        if p["metadata"].get("deletionTimestamp"):
+            s.terminating.append(name)
+            s.restarting = s.restarting or current
+            continue
+        s.present.append(name)
+        s.by_rev[prev].append(name)
+        if not current:
+            s.outdated = True
+            s.size.setdefault(prev, int(lab.get(labels.GROUP_SIZE) or len(want)))
+        phase = (p.get("status") or {}).get("phase")
+        if phase in ("Failed", "Succeeded"):
+            s.broken = s.broken or f"pod {name} is {phase}"
+        elif _restarts(p) > 0:
+            s.broken = s.broken or f"pod {name} restarted"
+        s.all_ready = s.all_ready and pod_ready(p)
+    return s
+
+
+def _why_broken(s: _Scan, want: dict[str, str], rev: str) -> str | None:
+    """A pod failed or restarted; a pod of the group is gone or going while others run."""
+    broken = s.broken
+    # Pods of two revisions (never created so by qdd): replaced as an outdated group, one at a
+    # time; while all are up and Ready it is taken for serving, so that it is not rolled first.
+    if not broken and len(s.by_rev) == 1:
+        (r, names), = s.by_rev.items()
+        missing = sorted(set(want) - set(names) - set(s.terminating)) if r == rev else []
+        if missing:
+            broken = f"pod {missing[0]} is gone"
+        elif r != rev and len(names) + len(s.terminating) < s.size.get(r, len(want)):
+            broken = f"the group of the previous revision lost a pod (has {', '.join(names)})"
+    if s.terminating and s.present and not broken:
+        broken = f"pod {s.terminating[0]} is terminating"
+    return broken
+
+
 def group_states(desired: list[dict[str, Any]], observed: list[dict[str, Any]]) -> list[GroupState]:
     """Compare the desired bare Pods of every multi-pod endpoint with the observed ones.
 
@@ -71,44 +129,11 @@ def group_states(desired: list[dict[str, Any]], observed: list[dict[str, Any]]) 
     out = []
     for (role, ep), pods in sorted(want.items()):
         rev = next(iter(pods.values()))
-        present, terminating, broken, outdated, restarting, all_ready = [], [], None, False, False, True
-        by_rev: dict[str, list[str]] = defaultdict(list)
-        size: dict[str, int] = {rev: len(pods)}
-        for p in sorted(have[(role, ep)], key=lambda o: o["metadata"]["name"]):
-            name = p["metadata"]["name"]
-            lab = p["metadata"].get("labels") or {}
-            prev = lab.get(labels.REVISION, "")
-            current = prev == rev and name in pods
-            if p["metadata"].get("deletionTimestamp"):
-                terminating.append(name)
-                restarting = restarting or current
-                continue
-            present.append(name)
-            by_rev[prev].append(name)
-            if not current:
-                outdated = True
-                size.setdefault(prev, int(lab.get(labels.GROUP_SIZE) or len(pods)))
-            phase = (p.get("status") or {}).get("phase")
-            if phase in ("Failed", "Succeeded"):
-                broken = broken or f"pod {name} is {phase}"
-            elif _restarts(p) > 0:
-                broken = broken or f"pod {name} restarted"
-            all_ready = all_ready and pod_ready(p)
-        # Pods of two revisions (never created so by qdd): replaced as an outdated group, one at a
-        # time; while all are up and Ready it is taken for serving, so that it is not rolled first.
-        mixed = len(by_rev) > 1
-        if not broken and by_rev and not mixed:
-            (r, names), = by_rev.items()
-            missing = sorted(set(pods) - set(names) - set(terminating)) if r == rev else []
-            if missing:
-                broken = f"pod {missing[0]} is gone"
-            elif r != rev and len(names) + len(terminating) < size.get(r, len(pods)):
-                broken = f"the group of the previous revision lost a pod (has {', '.join(names)})"
-        if terminating and present and not broken:
-            broken = f"pod {terminating[0]} is terminating"
-        serving = bool(present) and not terminating and all_ready and not broken
-        out.append(GroupState(role, ep, tuple(sorted(pods)), tuple(present), tuple(terminating),
-                              serving and not outdated, broken, outdated, serving, restarting))
+        s = _scan(pods, rev, have[(role, ep)])
+        broken = _why_broken(s, pods, rev)
+        serving = bool(s.present) and not s.terminating and s.all_ready and not broken
+        out.append(GroupState(role, ep, tuple(sorted(pods)), tuple(s.present), tuple(s.terminating),
+                              serving and not s.outdated, broken, s.outdated, serving, s.restarting))
     return out
 
 

@@ -18,6 +18,37 @@ CR = (labels.GROUP, labels.VERSION, labels.PLURAL)
 IGNORED_FIELDS = ["metadata.annotations", "metadata.labels", "status"]
 
 
+def _configure(settings: kopf.OperatorSettings) -> None:
+    # Keep kopf's bookkeeping on the custom resource itself, in annotations under our group:
+    # never in status (the structural schema would prune it) and never in children.
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=labels.GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=labels.GROUP, key="last-handled-configuration", ignored_fields=IGNORED_FIELDS)
+    settings.persistence.finalizer = f"{labels.GROUP}/kopf-finalizer"
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    settings.watching.inactivity_timeout = 600
+    settings.execution.max_workers = 4
+    settings.posting.level = logging.WARNING
+
+
+def _resync_loop(r: Reconciler, stop: threading.Event, resync_seconds: float) -> None:
+    """Every ``resync_seconds``, one more pass over every resource (until ``stop``)."""
+    log = logging.getLogger("qdd.resync")
+    while not stop.wait(resync_seconds):
+        try:
+            keys = r.kube.list_crs(r.namespaces)
+        except Exception as e:  # API hiccup: try again next period
+            log.warning("resync: cannot list QwenDisaggDeployments: %s", e)
+            continue
+        for namespace, name in keys:
+            try:
+                r.reconcile(namespace, name)
+            except Exception:
+                log.exception("resync of %s/%s failed", namespace, name)
+        r.last_pass = time.monotonic()
+
+
 def register(reconciler_factory: Any, resync_seconds: float) -> None:
     """Register the handlers. ``reconciler_factory()`` builds the :class:`Reconciler` at startup
     (after kopf has its event loop, before any handler runs).
@@ -29,36 +60,11 @@ def register(reconciler_factory: Any, resync_seconds: float) -> None:
 
     @kopf.on.startup()
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-        # Keep kopf's bookkeeping on the custom resource itself, in annotations under our group:
-        # never in status (the structural schema would prune it) and never in children.
-        settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=labels.GROUP)
-        settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-            prefix=labels.GROUP, key="last-handled-configuration", ignored_fields=IGNORED_FIELDS)
-        settings.persistence.finalizer = f"{labels.GROUP}/kopf-finalizer"
-        settings.watching.server_timeout = 300
-        settings.watching.client_timeout = 330
-        settings.watching.inactivity_timeout = 600
-        settings.execution.max_workers = 4
-        settings.posting.level = logging.WARNING
+        _configure(settings)
         state["r"] = reconciler_factory()
-        state["resync"] = threading.Thread(target=_resync_loop, name="qdd-resync", daemon=True)
+        state["resync"] = threading.Thread(target=_resync_loop, args=(state["r"], stop, resync_seconds),
+                                           name="qdd-resync", daemon=True)
         state["resync"].start()
-
-    def _resync_loop() -> None:
-        log = logging.getLogger("qdd.resync")
-        while not stop.wait(resync_seconds):
-            r: Reconciler = state["r"]
-            try:
-                keys = r.kube.list_crs(r.namespaces)
-            except Exception as e:  # API hiccup: try again next period
-                log.warning("resync: cannot list QwenDisaggDeployments: %s", e)
-                continue
-            for namespace, name in keys:
-                try:
-                    r.reconcile(namespace, name)
-                except Exception:
-                    log.exception("resync of %s/%s failed", namespace, name)
-            r.last_pass = time.monotonic()
 
     @kopf.on.cleanup()
     def shutdown(**_: Any) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 from .. import labels
 from ..api import parse_resource
 from ..errors import SpecError
-from ..plan import build_plan
+from ..plan import Plan, build_plan
 from ..preflight.observe import kv_transfer_verdict
 from ..preflight.verdict import Thresholds
 from ..preflight.names import ROLE as PREFLIGHT_ROLE
@@ -40,6 +40,21 @@ def _cond(status: dict[str, Any] | None, ctype: str) -> dict[str, Any]:
         if c.get("type") == ctype:
             return c
     return {}
+
+
+def _desired(cr: dict[str, Any]) -> tuple[Plan | None, list[dict[str, Any]], list[str]]:
+    """(plan, the children it wants — exactly what `qdd render` prints, plus ownership — and the
+    plan errors). Any failure, a bug included, is errors and no children, never an exception: one
+    resource must not stop the reconciles of the others."""
+    try:
+        plan = build_plan(parse_resource(cr))
+        return plan, [with_owner(o, cr) for o in render_all(plan)], []
+    except SpecError as e:
+        return None, [], [str(x) for x in e.errors]
+    except Exception as e:  # noqa: BLE001
+        log.exception("%s/%s: planning failed", cr["metadata"].get("namespace"), cr["metadata"].get("name"))
+        return None, [], [f"spec: qdd could not plan this resource ({type(e).__name__}: {str(e)[:300]}); nothing was "
+                          "applied; this is a qdd bug: report it with the resource"]
 
 
 class Reconciler:
@@ -94,6 +109,8 @@ class Reconciler:
             self.last_pass = time.monotonic()
 
     def once(self, namespace: str, name: str) -> str:
+        """One pass for one resource: plan and render, converge the children, write the status.
+        Returns the pass's outcome for the metrics: gone, invalid, ready or progressing."""
         kube = self.kube
         cr = kube.get_cr(namespace, name)
         if cr is None or cr["metadata"].get("deletionTimestamp"):
@@ -101,53 +118,55 @@ class Reconciler:
             return "gone"  # owner references let the garbage collector remove the children
         self.managed.add((namespace, name))
         metrics.MANAGED.set(len(self.managed))
-        uid = cr["metadata"]["uid"]
-        plan, errors, desired, preflight = None, [], [], []
-        try:
-            plan = build_plan(parse_resource(cr))
-            # Exactly what `qdd render` prints, plus ownership.
-            desired = [with_owner(o, cr) for o in render_all(plan)]
-            preflight = [o for o in desired if o["metadata"]["labels"].get(labels.ROLE) == PREFLIGHT_ROLE]
-        except SpecError as e:
-            errors = [str(x) for x in e.errors]
-        except Exception as e:  # noqa: BLE001 — a bug in plan/render for one resource must not stop the others
-            log.exception("%s/%s: planning failed", namespace, name)
-            plan, desired, preflight = None, [], []
-            errors = [f"spec: qdd could not plan this resource ({type(e).__name__}: {str(e)[:300]}); nothing was "
-                      "applied; this is a qdd bug: report it with the resource"]
-
+        plan, desired, errors = _desired(cr)
         observed = kube.list_children(namespace, name)
         states = group_states(desired, observed) if plan else []
-        wrote = False
-        if plan is not None:
-            # Nothing half-applied: everything below runs only for a fully valid plan.
-            for g in groups_to_delete(states):
-                cause = "outdated" if not g.broken else "broken"
-                log.info("%s/%s: recreating %s endpoint %d (%s)", namespace, name, g.role, g.endpoint,
-                         g.broken or "new revision")
-                metrics.GROUP_RESTARTS.labels(g.role, cause).inc()
-                if g.broken:
-                    kube.event(cr, "Warning", "GroupRestart",
-                               f"{g.role} endpoint {g.endpoint}: {g.broken}; deleting and recreating all its pods")
-                for pod in g.present:
-                    kube.delete("v1", "Pod", namespace, pod)
-                wrote = True
-            creatable = pods_to_create(states)
-            d = diff(desired, observed, uid)
-            for obj in d.apply:
-                if obj["kind"] == "Pod" and obj["metadata"]["name"] not in creatable:
-                    continue
-                if not kube.apply(obj):
-                    return "gone"  # the namespace is being deleted: so is the custom resource
-                wrote = True
-            for api_version, kind, child in d.prune + d.replace:
-                kube.delete(api_version, kind, namespace, child)
-                wrote = True
+        if plan is not None:  # nothing half-applied: children change only for a fully valid plan
+            wrote = self._converge(cr, desired, observed, states)
+            if wrote is None:
+                return "gone"  # the namespace is being deleted: so is the custom resource
             if wrote:
                 observed = kube.list_children(namespace, name)
                 states = group_states(desired, observed)
+        status = self._status(cr, plan, errors, desired, observed, states)
+        return "invalid" if errors else ("ready" if _cond(status, "Ready").get("status") == "True" else "progressing")
 
+    def _converge(self, cr: dict[str, Any], desired: list[dict[str, Any]], observed: list[dict[str, Any]],
+                  states: list[Any]) -> bool | None:
+        """Recreate the groups that must go, apply what is missing or changed, prune the rest.
+        True when it wrote, None when the namespace is going away."""
+        kube, namespace, name = self.kube, cr["metadata"]["namespace"], cr["metadata"]["name"]
+        wrote = False
+        for g in groups_to_delete(states):
+            log.info("%s/%s: recreating %s endpoint %d (%s)", namespace, name, g.role, g.endpoint,
+                     g.broken or "new revision")
+            metrics.GROUP_RESTARTS.labels(g.role, "broken" if g.broken else "outdated").inc()
+            if g.broken:
+                kube.event(cr, "Warning", "GroupRestart",
+                           f"{g.role} endpoint {g.endpoint}: {g.broken}; deleting and recreating all its pods")
+            for pod in g.present:
+                kube.delete("v1", "Pod", namespace, pod)
+            wrote = True
+        creatable = pods_to_create(states)
+        d = diff(desired, observed, cr["metadata"]["uid"])
+        for obj in d.apply:
+            if obj["kind"] == "Pod" and obj["metadata"]["name"] not in creatable:
+                continue
+            if not kube.apply(obj):
+                return None
+            wrote = True
+        for api_version, kind, child in d.prune + d.replace:
+            kube.delete(api_version, kind, namespace, child)
+            wrote = True
+        return wrote
+
+    def _status(self, cr: dict[str, Any], plan: Plan | None, errors: list[str], desired: list[dict[str, Any]],
+                observed: list[dict[str, Any]], states: list[Any]) -> dict[str, Any]:
+        """Compute the status from what is observed, write it when it changed, post the events and
+        metrics of its transitions."""
+        kube, namespace, name = self.kube, cr["metadata"]["namespace"], cr["metadata"]["name"]
         cd_ready = kube.compute_domain_ready(namespace, name) if plan is not None and plan.compute_domain else None
+        preflight = [o for o in desired if o["metadata"]["labels"].get(labels.ROLE) == PREFLIGHT_ROLE]
         kv = None
         if plan is not None and preflight:
             pf = plan.spec.kv_transfer.preflight
@@ -163,7 +182,7 @@ class Reconciler:
         for role in ("prefill", "decode"):
             metrics.READY_ENDPOINTS.labels(namespace, name, role).set(status[role]["readyEndpoints"])
             metrics.DESIRED_ENDPOINTS.labels(namespace, name, role).set(status[role]["endpoints"])
-        return "invalid" if errors else ("ready" if _cond(status, "Ready").get("status") == "True" else "progressing")
+        return status
 
     def _events(self, cr: dict[str, Any], old: dict[str, Any], new: dict[str, Any]) -> None:
         was, now = _cond(old, "PlanValid"), _cond(new, "PlanValid")

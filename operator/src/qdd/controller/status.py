@@ -118,6 +118,40 @@ def _unschedulable(obs: Observed) -> str:
     return f"; {len(stuck)} pod{'s' if len(stuck) > 1 else ''} unschedulable ({name}: {why[:300]})"
 
 
+def _role_counts(cr: dict[str, Any], plan: Plan | None, obs: Observed, role: str) -> RoleCount:
+    """Endpoints, ready endpoints, GPUs and pods of one role, as observed (desired only, without a plan)."""
+    if plan is None:
+        return RoleCount(int(((cr.get("spec") or {}).get(role) or {}).get("endpoints") or 0), 0, 0, 0, 0)
+    r = plan.prefill if role == "prefill" else plan.decode
+    if r.uses_statefulset:
+        return _sts_role(obs, cr["metadata"]["name"], role, r.endpoints, r.gpus_per_pod)
+    return _group_role(obs, role, r.endpoints, r.gpus_per_endpoint)
+
+
+def _router_available(plan: Plan | None, obs: Observed, name: str) -> bool:
+    """The router Deployment has caught up with its generation and has its replicas available."""
+    if plan is None or plan.router.replicas == 0:
+        return True
+    dep = obs.children.get(("Deployment", names.router(name)))
+    if dep is None:
+        return False
+    st = dep.get("status") or {}
+    return st.get("observedGeneration") == dep["metadata"].get("generation") and \
+        (st.get("availableReplicas") or 0) >= plan.router.replicas
+
+
+def _ready_reason(errors: list[str], cd_ok: bool, kv: Verdict | None, endpoints_ready: bool, all_ready: bool,
+                  counts: str) -> tuple[str, str]:
+    """(reason, message) of the Ready condition, the first cause that holds it back."""
+    if errors:
+        return "InvalidSpec", "; ".join(errors)
+    if not cd_ok:
+        return "ComputeDomainNotReady", counts
+    if kv is not None and not kv.passed and endpoints_ready:
+        return "KVTransferNotReady", f"{counts}; KV transfer: {kv.message}"
+    return ("AllEndpointsReady" if all_ready else "EndpointsNotReady"), counts
+
+
 def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs: Observed, now: str,
                    compute_domain_ready: bool | None, kv: Verdict | None = None) -> dict[str, Any]:
     """The whole ``.status``. ``errors``: plan errors (empty when the spec is valid).
@@ -125,23 +159,9 @@ def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs
     preflight's verdict, None when the preflight is turned off."""
     meta = cr["metadata"]
     name, gen = meta["name"], meta.get("generation")
-    spec = cr.get("spec") or {}
     old = (cr.get("status") or {}).get("conditions") or []
-    if plan is not None:
-        p = _sts_role(obs, name, "prefill", plan.prefill.endpoints, plan.prefill.gpus_per_pod) \
-            if plan.prefill.uses_statefulset else _group_role(obs, "prefill", plan.prefill.endpoints, plan.prefill.gpus_per_endpoint)
-        d = _sts_role(obs, name, "decode", plan.decode.endpoints, plan.decode.gpus_per_pod) \
-            if plan.decode.uses_statefulset else _group_role(obs, "decode", plan.decode.endpoints, plan.decode.gpus_per_endpoint)
-    else:
-        want = lambda r: int((spec.get(r) or {}).get("endpoints") or 0)  # noqa: E731
-        p = RoleCount(want("prefill"), 0, 0, 0, 0)
-        d = RoleCount(want("decode"), 0, 0, 0, 0)
-    router_ok = True
-    if plan is not None and plan.router.replicas > 0:
-        dep = obs.children.get(("Deployment", names.router(name)))
-        st = (dep or {}).get("status") or {}
-        router_ok = dep is not None and st.get("observedGeneration") == dep["metadata"].get("generation") and \
-            (st.get("availableReplicas") or 0) >= plan.router.replicas
+    p, d = _role_counts(cr, plan, obs, "prefill"), _role_counts(cr, plan, obs, "decode")
+    router_ok = _router_available(plan, obs, name)
     # A planned roll (pods of an older revision terminating) is progress, not degradation.
     broken = [g for g in obs.groups if g.broken or (g.terminating and not g.present and g.restarting)]
 
@@ -168,16 +188,7 @@ def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs
     counts = f"prefill {p.ready}/{p.endpoints}, decode {d.ready}/{d.endpoints} endpoints ready" + (
         "" if router_ok else ", router not available") + _unschedulable(obs)
     all_ready = valid and cd_ok and p.ready == p.endpoints and d.ready == d.endpoints and router_ok and kv_ok
-    if not valid:
-        reason, msg = "InvalidSpec", "; ".join(errors)
-    elif not cd_ok:
-        reason, msg = "ComputeDomainNotReady", counts
-    elif not kv_ok and p.ready == p.endpoints and d.ready == d.endpoints and kv is not None:
-        reason, msg = "KVTransferNotReady", f"{counts}; KV transfer: {kv.message}"
-    elif all_ready:
-        reason, msg = "AllEndpointsReady", counts
-    else:
-        reason, msg = "EndpointsNotReady", counts
+    reason, msg = _ready_reason(errors, cd_ok, kv, p.ready == p.endpoints and d.ready == d.endpoints, all_ready, counts)
     conds.append(_cond("Ready", all_ready, reason, msg, gen))
     progressing = valid and not all_ready
     preason = "RollingOut" if progressing else ("ReconcileComplete" if valid else "InvalidSpec")

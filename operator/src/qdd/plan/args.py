@@ -105,45 +105,50 @@ def _owned_error(role: str, given: str, flag: str) -> str:
     return f"{what} owned by qdd; {fix}"
 
 
-def _arg_errors(role: str, spec: RoleSpec, profile_version: str) -> list[FieldError]:
+def _token_error(role: str, tok: ArgToken, profile_version: str) -> str | None:
+    """Why one option of extraArgs is refused, or None."""
     table = serve_options()
+    given = tok.given.split("=", 1)[0]
+    names = [o.name for o in tok.resolved.options]
+    owned = [n for n in names if n in OWNED_FLAGS]
+    if given == "--":
+        return "'--' would end vLLM's options: remove it"
+    if tok.resolved.ambiguous:
+        also = f"; {', '.join('--' + n for n in owned)} {'is' if len(owned) == 1 else 'are'} owned by qdd" if owned else ""
+        return (f"{given} is ambiguous in vLLM {table.vllm_version}'s parser, which refuses it "
+                f"(--{', --'.join(names[:6])}{', ...' if len(names) > 6 else ''}): spell the option out{also}")
+    if owned:
+        return _owned_error(role, given, owned[0])
+    if _owned_subkeys(tok):
+        opt, key, where = _owned_subkeys(tok)[0]
+        return f"{key} of --{opt} is what qdd sets from spec.{role}.{where}: set that field instead"
+    if not names and profile_version == table.vllm_version:
+        return (f"{given} is not a `vllm serve` option of vLLM {table.vllm_version} (the engine would exit at start): "
+                "check its spelling")
+    if tok.missing_value:
+        return f"{given} needs a value: give it as the next list item"
+    return None
+
+
+def _arg_errors(role: str, spec: RoleSpec, profile_version: str) -> list[FieldError]:
+    """Every refused element of one role's extraArgs, by index."""
     errors = []
-    for i, arg in enumerate(spec.extra_args):
-        field = f"spec.{role}.extraArgs[{i}]"
+    args = list(spec.extra_args)
+    for i, arg in enumerate(args):
         if arg.startswith("-") and len(arg.split("=", 1)[0].split()) > 1:
             flag = owned_flag(arg)
-            errors.append(FieldError(field, _owned_error(role, arg.split()[0], flag) if flag else
+            errors.append(FieldError(f"spec.{role}.extraArgs[{i}]", _owned_error(role, arg.split()[0], flag) if flag else
                                      f"{arg!r} is one argv element: give the flag and its value as two list items"))
-    tokens, stray = option_tokens(list(spec.extra_args))
+    tokens, stray = option_tokens(args)
     for tok in tokens:
-        field = f"spec.{role}.extraArgs[{tok.index}]"
-        given = tok.given.split("=", 1)[0]
-        names = [o.name for o in tok.resolved.options]
-        owned = [n for n in names if n in OWNED_FLAGS]
-        if given == "--":
-            errors.append(FieldError(field, "'--' would end vLLM's options: remove it"))
-        elif tok.resolved.ambiguous:
-            also = f"; {', '.join('--' + n for n in owned)} {'is' if len(owned) == 1 else 'are'} owned by qdd" if owned else ""
-            errors.append(FieldError(field, f"{given} is ambiguous in vLLM {table.vllm_version}'s parser, which refuses it "
-                                            f"(--{', --'.join(names[:6])}{', ...' if len(names) > 6 else ''}): "
-                                            f"spell the option out{also}"))
-        elif owned:
-            errors.append(FieldError(field, _owned_error(role, given, owned[0])))
-        elif _owned_subkeys(tok):
-            opt, key, where = _owned_subkeys(tok)[0]
-            errors.append(FieldError(field, f"{key} of --{opt} is what qdd sets from spec.{role}.{where}: "
-                                            f"set that field instead"))
-        elif not names and profile_version == table.vllm_version:
-            errors.append(FieldError(field, f"{given} is not a `vllm serve` option of vLLM {table.vllm_version} "
-                                            "(the engine would exit at start): check its spelling"))
-        elif tok.missing_value:
-            errors.append(FieldError(field, f"{given} needs a value: give it as the next list item"))
-    if profile_version == table.vllm_version:
-        for i in stray:
-            if not (spec.extra_args[i].startswith("-") and " " in spec.extra_args[i]):  # reported above
-                errors.append(FieldError(f"spec.{role}.extraArgs[{i}]", f"{spec.extra_args[i][:60]!r} is neither an "
-                                         "option nor the value of the one before it (vLLM would exit with "
-                                         "'unrecognized arguments'): remove it or give it to a flag that takes a value"))
+        why = _token_error(role, tok, profile_version)
+        if why:
+            errors.append(FieldError(f"spec.{role}.extraArgs[{tok.index}]", why))
+    if profile_version == serve_options().vllm_version:
+        errors += [FieldError(f"spec.{role}.extraArgs[{i}]", f"{args[i][:60]!r} is neither an option nor the value of "
+                              "the one before it (vLLM would exit with 'unrecognized arguments'): remove it or give it "
+                              "to a flag that takes a value")
+                   for i in stray if not (args[i].startswith("-") and " " in args[i])]  # those are reported above
     return errors
 
 

@@ -171,8 +171,10 @@ class Fetcher:
         return page_indices(self.layout, self.requests, request)
 
     # -- one variant --------------------------------------------------------------------------
-    def variant(self, v: Variant, k: int, ip: str, port: int, final: bool, warmup: int, reps: int,
+    def variant(self, v: Variant, k: int, ip: str, port: int, final: bool, warmup: int, reps: int,  # noqa: C901
                 budget_s: float, connect_timeout: float) -> dict[str, Any]:
+        # Kept whole (complexity 16): GPU-only code, run by bench/nixl-h200x2.sh on the lent GPUs and
+        # by the preflight Job; it is split when the benchmark variants move to bench/.
         name = f"qdd-preflight-fetch-{socket.gethostname()}-{os.getpid()}-{k}"
         t_setup = time.perf_counter()
         agent = make_agent(name, free_port(), v.agent)

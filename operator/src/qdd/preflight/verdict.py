@@ -80,14 +80,7 @@ def _transports(result: dict[str, Any]) -> list[str]:
     return [str(x) for x in t] if isinstance(t, list) else []
 
 
-def verdict(result: dict[str, Any] | None, thresholds: Thresholds | None = None, job_failed: bool = False) -> Verdict:
-    th = thresholds or Thresholds()
-    if result is None:
-        if job_failed:
-            return Verdict(FALSE, "PreflightFailed", "preflight Job failed without reporting a result")
-        return Verdict(UNKNOWN, "PreflightPending", "preflight Job has not reported")
-    if result.get("error"):
-        return Verdict(FALSE, "PreflightFailed", f"preflight failed: {str(result['error'])[:300]}")
+def _mismatch(result: dict[str, Any]) -> Verdict | None:
     mism = result.get("mismatched_bytes")
     if result.get("verified") is False or (isinstance(mism, int) and mism > 0):
         where = f"{mism} bytes" if isinstance(mism, int) and mism > 0 else "data"
@@ -95,16 +88,22 @@ def verdict(result: dict[str, Any] | None, thresholds: Thresholds | None = None,
                        f"{where} read from prefill differ from what it wrote"
                        + (f" ({result['mismatch']})" if result.get("mismatch") else "")
                        + ": the KV layout or the transfer path is broken")
-    bulk, req, peer = _num(result.get("bulk_gbps")), _request_ms(result), _num(result.get("peer_copy_gbps"))
-    transports = _transports(result)
-    if "tcp" in transports and not GPU_PATH_TRANSPORTS.intersection(transports):
-        cfg = result.get("config") or {}
-        allocs = " ".join(str(cfg.get(k, "")) for k in ("alloc", "serve_alloc"))
-        hint = ("GPU memory could not be exported as a FABRIC handle (no IMEX channel from the ComputeDomain?)"
-                if "FABRIC refused" in allocs else
-                "check UCX_TLS, the IMEX channel of the ComputeDomain, UCX_CUDA_IPC_ENABLE_MNNVL")
-        return Verdict(FALSE, "TCPFallback",
-                       f"UCX used {'/'.join(transports)} at {_fmt(bulk, 'GB/s')}; expected cuda_ipc/NVLink ({hint})")
+    return None
+
+
+def _tcp_fallback(result: dict[str, Any], transports: list[str], bulk: float | None) -> Verdict | None:
+    if "tcp" not in transports or GPU_PATH_TRANSPORTS.intersection(transports):
+        return None
+    cfg = result.get("config") or {}
+    allocs = " ".join(str(cfg.get(k, "")) for k in ("alloc", "serve_alloc"))
+    hint = ("GPU memory could not be exported as a FABRIC handle (no IMEX channel from the ComputeDomain?)"
+            if "FABRIC refused" in allocs else
+            "check UCX_TLS, the IMEX channel of the ComputeDomain, UCX_CUDA_IPC_ENABLE_MNNVL")
+    return Verdict(FALSE, "TCPFallback",
+                   f"UCX used {'/'.join(transports)} at {_fmt(bulk, 'GB/s')}; expected cuda_ipc/NVLink ({hint})")
+
+
+def _too_slow(th: Thresholds, bulk: float | None, req: float | None, peer: float | None) -> list[str]:
     slow: list[str] = []
     if bulk is not None and bulk < th.min_bulk_gbps:
         slow.append(f"bulk {_fmt(bulk, 'GB/s')} is below the floor of {_fmt(th.min_bulk_gbps, 'GB/s')}")
@@ -115,10 +114,11 @@ def verdict(result: dict[str, Any] | None, thresholds: Thresholds | None = None,
                         f"{_fmt(peer, 'GB/s')} peer copy ({_fmt(floor, 'GB/s')})")
     if req is not None and req > th.max_request_ms:
         slow.append(f"one request took {_fmt(req, 'ms')}, above the ceiling of {_fmt(th.max_request_ms, 'ms')}")
-    if bulk is None and req is None:
-        return Verdict(FALSE, "PreflightFailed", "preflight result has neither bulk_gbps nor request_ms")
-    if slow:
-        return Verdict(FALSE, "TransferSlow", "; ".join(slow))
+    return slow
+
+
+def _verified(result: dict[str, Any], transports: list[str], bulk: float | None, req: float | None,
+              peer: float | None) -> Verdict:
     via = "/".join(transports) if transports else "transports not reported"
     parts = [f"bulk {_fmt(bulk, 'GB/s')}"]
     if peer:
@@ -128,6 +128,29 @@ def verdict(result: dict[str, Any] | None, thresholds: Thresholds | None = None,
     if isinstance(d, dict) and d.get("coalesced") is not None:
         parts.append(f"{d['coalesced']} descriptors")
     return Verdict(TRUE, "KVTransferVerified", f"verified over {via}: " + ", ".join(parts))
+
+
+def verdict(result: dict[str, Any] | None, thresholds: Thresholds | None = None, job_failed: bool = False) -> Verdict:
+    """The condition a preflight result gives: failed, data mismatch, TCP fallback, too slow, or
+    verified (with the numbers)."""
+    th = thresholds or Thresholds()
+    if result is None:
+        if job_failed:
+            return Verdict(FALSE, "PreflightFailed", "preflight Job failed without reporting a result")
+        return Verdict(UNKNOWN, "PreflightPending", "preflight Job has not reported")
+    if result.get("error"):
+        return Verdict(FALSE, "PreflightFailed", f"preflight failed: {str(result['error'])[:300]}")
+    bulk, req, peer = _num(result.get("bulk_gbps")), _request_ms(result), _num(result.get("peer_copy_gbps"))
+    transports = _transports(result)
+    failed = _mismatch(result) or _tcp_fallback(result, transports, bulk)
+    if failed:
+        return failed
+    slow = _too_slow(th, bulk, req, peer)
+    if bulk is None and req is None:
+        return Verdict(FALSE, "PreflightFailed", "preflight result has neither bulk_gbps nor request_ms")
+    if slow:
+        return Verdict(FALSE, "TransferSlow", "; ".join(slow))
+    return _verified(result, transports, bulk, req, peer)
 
 
 _SEVERITY = {FALSE: 0, UNKNOWN: 1, TRUE: 2}

@@ -1,4 +1,4 @@
-"""`qdd import-recipe`: an srt-slurm recipe becomes a QwenDisaggDeployment (qdd.recipe, FACTS.md §8)."""
+"""`qdd import-recipe`: an srt-slurm recipe becomes a QwenDisaggDeployment (qdd.recipe, docs/facts/recipes.md)."""
 
 from __future__ import annotations
 
@@ -29,11 +29,20 @@ def imp(r: dict, name: str | None = None) -> dict:
     return import_recipe(r, name=name, image=IMAGE)
 
 
-def error_key(r: dict, name: str | None = None) -> str:
+def errors(r: dict, name: str | None = None) -> list[tuple[str, str]]:
+    """Every (recipe key, message) the import refuses ``r`` with."""
     with pytest.raises(RecipeError) as e:
         imp(r, name)
-    assert str(e.value).startswith(e.value.key + ": ")
-    return e.value.key
+    assert str(e.value).splitlines() == [f"{k}: {m}" for k, m in e.value.errors]
+    assert e.value.key == e.value.errors[0][0]
+    return e.value.errors
+
+
+def error_key(r: dict, name: str | None = None) -> str:
+    """The one recipe key ``r`` is refused for (one problem, one error: no follow-on noise)."""
+    found = errors(r, name)
+    assert len(found) == 1, found
+    return found[0][0]
 
 
 def pods(cr: dict) -> list[tuple[str, tuple[str, ...], tuple]]:
@@ -225,3 +234,60 @@ def test_cli_imports_and_refuses(tmp_path):
     bad.write_text(FIXTURE.read_text().replace('gpu_type: "gb200"', 'gpu_type: "mi300x"'))
     out = _cli(str(bad))
     assert out.returncode == 2 and "resources.gpu_type" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_every_bad_value_is_reported_with_its_recipe_key(recipe):
+    recipe["backend"]["vllm_config"]["decode"]["max-num-seqs"] = "lots"
+    recipe["benchmark"]["random_range_ratio"] = 2
+    recipe["resources"]["gpu_type"] = "mi300x"
+    found = dict(errors(recipe))
+    assert set(found) == {"backend.vllm_config.decode.max-num-seqs", "benchmark.random_range_ratio",
+                          "resources.gpu_type"}
+    # The API's message, and the resource field it was about.
+    assert "integer" in found["backend.vllm_config.decode.max-num-seqs"]
+    assert "spec.decode.tuning.maxNumSeqs" in found["backend.vllm_config.decode.max-num-seqs"]
+    assert "spec.workload.randomRangeRatio" in found["benchmark.random_range_ratio"]
+    assert "GB200" in found["resources.gpu_type"]
+
+
+def test_recipe_errors_and_api_errors_are_reported_together(recipe):
+    recipe["sweep"] = {}
+    recipe["resources"]["gpus_per_agent"] = 4
+    recipe["model"]["revision"] = "main"
+    recipe["backend"]["vllm_config"]["prefill"]["pipeline-parallel-size"] = 2
+    recipe["backend"]["vllm_config"]["prefill"]["max-num-batched-tokens"] = 0
+    # Differs from prefill: a cross-field rule, which the API checks only once every field is valid.
+    recipe["backend"]["vllm_config"]["decode"]["kv-cache-dtype"] = "fp8"
+    assert [k for k, _ in errors(recipe, name="Bad_Name")] == [
+        "sweep", "model.revision", "resources.gpus_per_agent", "backend.vllm_config.prefill.pipeline-parallel-size",
+        "--name", "backend.vllm_config.prefill.max-num-batched-tokens"]
+
+
+def test_extra_args_refused_by_the_planner_name_their_flags(recipe):
+    recipe["backend"]["vllm_config"]["decode"].update({"foo-bar": True, "config": "x.yaml", "block-size": 16})
+    recipe["backend"]["decode_environment"]["VLLM_SSM_CONV_STATE_LAYOUT"] = "SD"
+    keys = {k for k, _ in errors(recipe)}
+    assert keys == {"backend.vllm_config.decode.foo-bar", "backend.vllm_config.decode.config",
+                    "backend.vllm_config.decode", "backend.decode_environment.VLLM_SSM_CONV_STATE_LAYOUT"}
+
+
+def test_flags_resolve_as_vllm_parses_them(recipe):
+    p = recipe["backend"]["vllm_config"]["prefill"]
+    del p["async-scheduling"], p["max-num-batched-tokens"]
+    p.update({"async": True, "max_num_batched": 16384})
+    assert imp(recipe)["spec"]["prefill"]["tuning"] == imp(yaml.safe_load(FIXTURE.read_text()))["spec"]["prefill"]["tuning"]
+    p["max-num-batched-tokens"] = 8192
+    assert error_key(recipe) == "backend.vllm_config.prefill.max-num-batched-tokens"
+
+
+def test_a_field_both_roles_set_names_each_key(recipe):
+    for role in ("prefill", "decode"):
+        recipe["backend"]["vllm_config"][role]["kv-transfer-config"] = {"kv_connector": "NixlConnector",
+                                                                        "kv_load_failure_policy": "never"}
+    assert {k for k, _ in errors(recipe)} == {f"backend.vllm_config.{r}.kv-transfer-config.kv_load_failure_policy"
+                                              for r in ("prefill", "decode")}
+
+
+def test_recipe_error_keeps_the_one_error_form():
+    e = RecipeError("resources.gpu_type", "bad")
+    assert (e.key, e.errors, str(e)) == ("resources.gpu_type", [("resources.gpu_type", "bad")], "resources.gpu_type: bad")

@@ -93,7 +93,8 @@ def cmd_import_recipe(args: argparse.Namespace) -> None:
     try:
         obj = import_recipe(yaml.safe_load(Path(args.recipe).read_text()), name=args.name, image=args.image)
     except RecipeError as e:
-        print(f"error: {args.recipe}: {e}", file=sys.stderr)
+        for key, msg in e.errors:
+            print(f"error: {args.recipe}: {key}: {msg}", file=sys.stderr)
         raise SystemExit(EXIT_INVALID) from None
     sys.stdout.write(yaml.safe_dump(obj, sort_keys=False))
 

@@ -6,15 +6,14 @@ from typing import Literal
 
 from pydantic import Field
 
+from . import conditions
 from .base import ApiModel
-
-CONDITION_TYPES = ("Ready", "Progressing", "Degraded", "PlanValid", "ComputeDomainReady", "KVTransferReady")
 
 
 class Condition(ApiModel):
     """metav1.Condition."""
 
-    type: str = Field(description="Ready, Progressing, Degraded, PlanValid, ComputeDomainReady or KVTransferReady.")
+    type: str = Field(description=", ".join(conditions.TYPES) + ".")
     status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
     reason: str = Field(description="CamelCase reason.")
     message: str = Field("", description="Human-readable detail.")
@@ -48,7 +47,7 @@ class KVTransferStatus(ApiModel):
 
 class QwenDisaggDeploymentStatus(ApiModel):
     observed_generation: int | None = Field(None, description="metadata.generation of the spec the status describes.")
-    conditions: list[Condition] = Field(default_factory=list, description="Ready, Progressing, Degraded, PlanValid, ComputeDomainReady, KVTransferReady.")
+    conditions: list[Condition] = Field(default_factory=list, description=", ".join(conditions.TYPES) + ".")
     prefill: RoleStatus | None = Field(None, description="Prefill endpoints.")
     decode: RoleStatus | None = Field(None, description="Decode endpoints.")
     prefill_ready: str | None = Field(None, description="ready/desired prefill endpoints, e.g. 4/4.")

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import labels, names
+from ..api import conditions as C
+from ..api.conditions import Reason
 from ..plan import Plan
 from ..plan.summary import summary
 from ..preflight.result import parse_termination_message
@@ -140,67 +142,153 @@ def _router_available(plan: Plan | None, obs: Observed, name: str) -> bool:
         (st.get("availableReplicas") or 0) >= plan.router.replicas
 
 
-def _ready_reason(errors: list[str], cd_ok: bool, kv: Verdict | None, endpoints_ready: bool, all_ready: bool,
-                  counts: str) -> tuple[str, str]:
-    """(reason, message) of the Ready condition, the first cause that holds it back."""
-    if errors:
-        return "InvalidSpec", "; ".join(errors)
-    if not cd_ok:
-        return "ComputeDomainNotReady", counts
-    if kv is not None and not kv.passed and endpoints_ready:
-        return "KVTransferNotReady", f"{counts}; KV transfer: {kv.message}"
-    return ("AllEndpointsReady" if all_ready else "EndpointsNotReady"), counts
+@dataclass(frozen=True)
+class _Facts:
+    """What the conditions are computed from, gathered once."""
+
+    name: str
+    generation: int | None
+    plan: Plan | None
+    errors: list[str]
+    prefill: RoleCount
+    decode: RoleCount
+    router_ok: bool
+    compute_domain_ready: bool | None
+    kv: Verdict | None
+    broken: list[GroupState]
+    unschedulable: str
+
+    @property
+    def valid(self) -> bool:
+        return self.plan is not None
+
+    @property
+    def endpoints_ready(self) -> bool:
+        return self.prefill.ready == self.prefill.endpoints and self.decode.ready == self.decode.endpoints
+
+    @property
+    def cd_ok(self) -> bool:
+        return self.compute_domain_ready is not False
+
+    @property
+    def all_ready(self) -> bool:
+        return (self.valid and self.cd_ok and self.endpoints_ready and self.router_ok
+                and (self.kv is None or self.kv.passed))
+
+    @property
+    def counts(self) -> str:
+        p, d = self.prefill, self.decode
+        return (f"prefill {p.ready}/{p.endpoints}, decode {d.ready}/{d.endpoints} endpoints ready"
+                + ("" if self.router_ok else ", router not available") + self.unschedulable)
+
+
+def _plan_valid(f: _Facts) -> dict[str, Any]:
+    if f.plan is None:
+        return _cond(C.PLAN_VALID, False, Reason.INVALID_SPEC, "; ".join(f.errors), f.generation)
+    p, d = f.plan.prefill, f.plan.decode
+    return _cond(C.PLAN_VALID, True, Reason.PLANNED, f"{f.plan.gpus} GPUs: {p.endpoints} x {p.topology_name} prefill + "
+                 f"{d.endpoints} x {d.topology_name} decode", f.generation)
+
+
+def _compute_domain(f: _Facts) -> dict[str, Any]:
+    if f.compute_domain_ready is None:
+        return _cond(C.COMPUTE_DOMAIN_READY, True, Reason.NOT_REQUIRED, "", f.generation)
+    ok = f.compute_domain_ready
+    return _cond(C.COMPUTE_DOMAIN_READY, ok, Reason.COMPUTE_DOMAIN_READY if ok else Reason.COMPUTE_DOMAIN_NOT_READY,
+                 f"ComputeDomain {names.compute_domain(f.name)} is "
+                 + ("Ready" if ok else "not Ready yet (waiting for the NVIDIA DRA driver)"), f.generation)
+
+
+def _degraded(f: _Facts) -> dict[str, Any]:
+    msg = "; ".join(f"{g.role} endpoint {g.endpoint}: {g.broken or 'pods terminating'}; recreating the whole group"
+                    for g in f.broken)
+    return _cond(C.DEGRADED, bool(f.broken), Reason.GROUP_RESTARTING if f.broken else Reason.AS_EXPECTED, msg,
+                 f.generation)
+
+
+def _kv_transfer(f: _Facts) -> dict[str, Any]:
+    if f.kv is None:
+        return _cond(C.KV_TRANSFER_READY, True, Reason.PREFLIGHT_DISABLED, "spec.kvTransfer.preflight.enabled is false",
+                     f.generation)
+    return _cond(C.KV_TRANSFER_READY, None if f.kv.status == "Unknown" else f.kv.passed, f.kv.reason, f.kv.message,
+                 f.generation)
+
+
+def _ready(f: _Facts) -> dict[str, Any]:
+    """Ready, with the first cause that holds it back as the reason."""
+    if f.errors:
+        reason, msg = Reason.INVALID_SPEC, "; ".join(f.errors)
+    elif not f.cd_ok:
+        reason, msg = Reason.READY_COMPUTE_DOMAIN_NOT_READY, f.counts
+    elif f.kv is not None and not f.kv.passed and f.endpoints_ready:
+        reason, msg = Reason.KV_TRANSFER_NOT_READY, f"{f.counts}; KV transfer: {f.kv.message}"
+    else:
+        reason, msg = (Reason.ALL_ENDPOINTS_READY if f.all_ready else Reason.ENDPOINTS_NOT_READY), f.counts
+    return _cond(C.READY, f.all_ready, reason, msg, f.generation)
+
+
+def _progress(f: _Facts, ctype: str) -> dict[str, Any]:
+    """Progressing (Argo) and Reconciling (kstatus) say the same: converging towards Ready."""
+    progressing = f.valid and not f.all_ready
+    reason = Reason.ROLLING_OUT if progressing else (Reason.RECONCILE_COMPLETE if f.valid else Reason.INVALID_SPEC)
+    return _cond(ctype, progressing, reason, f.counts if progressing else "", f.generation)
+
+
+def _stalled(f: _Facts) -> dict[str, Any]:
+    return _cond(C.STALLED, not f.valid, Reason.AS_EXPECTED if f.valid else Reason.INVALID_SPEC,
+                 "" if f.valid else "; ".join(f.errors), f.generation)
+
+
+def conditions(f: _Facts) -> list[dict[str, Any]]:
+    """Every condition, in the order they are written (KVTransferReady only for a valid plan)."""
+    out = [_plan_valid(f), _compute_domain(f), _degraded(f)]
+    if f.valid:
+        out.append(_kv_transfer(f))
+    return out + [_ready(f), _progress(f, C.PROGRESSING), _progress(f, C.RECONCILING), _stalled(f)]
+
+
+def _plan_status(plan: Plan, name: str, ns: str, kv: Verdict | None, obs: Observed) -> dict[str, Any]:
+    """status.plan (the effective sizing), the router's URL and status.kvTransfer (the preflight's numbers)."""
+    s = summary(plan)
+    out: dict[str, Any] = {"plan": {
+        "prefillMaxNumBatchedTokens": plan.prefill.max_num_batched_tokens,
+        "decodeMaxNumSeqs": plan.decode.max_num_seqs,
+        "decodeMaxCudagraphCaptureSize": plan.decode.max_cudagraph_capture_size,
+        "decodeCapacity": s["decodeCapacity"]["predicted"],
+        "kvBlockSize": s["decodeCapacity"]["cache"]["blockSize"],
+        "nodes": plan.min_nodes,
+    }}
+    if plan.router.replicas > 0:
+        out["routerEndpoint"] = f"http://{names.router(name)}.{ns}.svc:{plan.router.port}"
+    if kv is not None:
+        res = _preflight_result(obs) or {}
+        req: dict[str, Any] = res["request_ms"] if isinstance(res.get("request_ms"), dict) else {}
+        # The result is the fetch container's output: only schema-typed values reach the status
+        # (one value of a wrong type and the API server refuses every status write).
+        out["kvTransfer"] = {
+            "passed": kv.passed if kv.status != "Unknown" else None, "reason": kv.reason,
+            "bulkGbps": _number(res.get("bulk_gbps")), "requestMs": _number(req.get("coalesced")),
+            "transports": _transports(res.get("transports")),
+        }
+    return out
 
 
 def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs: Observed, now: str,
                    compute_domain_ready: bool | None, kv: Verdict | None = None) -> dict[str, Any]:
-    """The whole ``.status``. ``errors``: plan errors (empty when the spec is valid).
-    ``compute_domain_ready``: None when no ComputeDomain is used. ``kv``: the KV-transfer
-    preflight's verdict, None when the preflight is turned off."""
+    """The whole ``.status``, a pure function of the resource and what was observed. ``errors``:
+    plan errors (empty when the spec is valid). ``compute_domain_ready``: None when no
+    ComputeDomain is used. ``kv``: the KV-transfer preflight's verdict, None when it is off."""
     meta = cr["metadata"]
-    name, gen = meta["name"], meta.get("generation")
-    old = (cr.get("status") or {}).get("conditions") or []
-    p, d = _role_counts(cr, plan, obs, "prefill"), _role_counts(cr, plan, obs, "decode")
-    router_ok = _router_available(plan, obs, name)
+    name = meta["name"]
     # A planned roll (pods of an older revision terminating) is progress, not degradation.
     broken = [g for g in obs.groups if g.broken or (g.terminating and not g.present and g.restarting)]
-
-    conds = []
-    valid = plan is not None
-    conds.append(_cond("PlanValid", valid, "Planned" if valid else "InvalidSpec",
-                       f"{plan.gpus} GPUs: {plan.prefill.endpoints} x {plan.prefill.topology_name} prefill + "
-                       f"{plan.decode.endpoints} x {plan.decode.topology_name} decode" if plan is not None
-                       else "; ".join(errors), gen))
-    cd_ok = compute_domain_ready is not False
-    conds.append(_cond("ComputeDomainReady", cd_ok,
-                       "NotRequired" if compute_domain_ready is None else ("Ready" if cd_ok else "NotReady"),
-                       "" if compute_domain_ready is None else (
-                           f"ComputeDomain {names.compute_domain(name)} is "
-                           + ("Ready" if cd_ok else "not Ready yet (waiting for the NVIDIA DRA driver)")), gen))
-    degraded_msg = "; ".join(f"{g.role} endpoint {g.endpoint}: {g.broken or 'pods terminating'}; recreating the whole group"
-                             for g in broken)
-    conds.append(_cond("Degraded", bool(broken), "GroupRestarting" if broken else "AsExpected", degraded_msg, gen))
-    if valid:
-        conds.append(_cond("KVTransferReady", True if kv is None else (None if kv.status == "Unknown" else kv.passed),
-                           "PreflightDisabled" if kv is None else kv.reason,
-                           "spec.kvTransfer.preflight.enabled is false" if kv is None else kv.message, gen))
-    kv_ok = kv is None or kv.passed
-    counts = f"prefill {p.ready}/{p.endpoints}, decode {d.ready}/{d.endpoints} endpoints ready" + (
-        "" if router_ok else ", router not available") + _unschedulable(obs)
-    all_ready = valid and cd_ok and p.ready == p.endpoints and d.ready == d.endpoints and router_ok and kv_ok
-    reason, msg = _ready_reason(errors, cd_ok, kv, p.ready == p.endpoints and d.ready == d.endpoints, all_ready, counts)
-    conds.append(_cond("Ready", all_ready, reason, msg, gen))
-    progressing = valid and not all_ready
-    preason = "RollingOut" if progressing else ("ReconcileComplete" if valid else "InvalidSpec")
-    conds.append(_cond("Progressing", progressing, preason, counts if progressing else "", gen))
-    conds.append(_cond("Reconciling", progressing, preason, counts if progressing else "", gen))
-    conds.append(_cond("Stalled", not valid, "InvalidSpec" if not valid else "AsExpected",
-                       "; ".join(errors) if not valid else "", gen))
-
-    ns = meta.get("namespace") or "default"
+    f = _Facts(name, meta.get("generation"), plan, errors, _role_counts(cr, plan, obs, "prefill"),
+               _role_counts(cr, plan, obs, "decode"), _router_available(plan, obs, name), compute_domain_ready, kv,
+               broken, _unschedulable(obs))
+    p, d = f.prefill, f.decode
     status: dict[str, Any] = {
-        "observedGeneration": gen,
-        "conditions": _merge_times(conds, old, now),
+        "observedGeneration": f.generation,
+        "conditions": _merge_times(conditions(f), (cr.get("status") or {}).get("conditions") or [], now),
         "prefill": {"endpoints": p.endpoints, "readyEndpoints": p.ready, "gpus": p.gpus, "pods": p.pods},
         "decode": {"endpoints": d.endpoints, "readyEndpoints": d.ready, "gpus": d.gpus, "pods": d.pods},
         "prefillReady": f"{p.ready}/{p.endpoints}",
@@ -210,27 +298,7 @@ def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs
         "selector": f"{labels.DEPLOYMENT}={name},{labels.ROLE}=prefill",
     }
     if plan is not None:
-        s = summary(plan)
-        status["plan"] = {
-            "prefillMaxNumBatchedTokens": plan.prefill.max_num_batched_tokens,
-            "decodeMaxNumSeqs": plan.decode.max_num_seqs,
-            "decodeMaxCudagraphCaptureSize": plan.decode.max_cudagraph_capture_size,
-            "decodeCapacity": s["decodeCapacity"]["predicted"],
-            "kvBlockSize": s["decodeCapacity"]["cache"]["blockSize"],
-            "nodes": plan.min_nodes,
-        }
-        if plan.router.replicas > 0:
-            status["routerEndpoint"] = f"http://{names.router(name)}.{ns}.svc:{plan.router.port}"
-        if kv is not None:
-            res = _preflight_result(obs) or {}
-            req: dict[str, Any] = res["request_ms"] if isinstance(res.get("request_ms"), dict) else {}
-            # The result is the fetch container's output: only schema-typed values reach the status
-            # (one value of a wrong type and the API server refuses every status write).
-            status["kvTransfer"] = {
-                "passed": kv.passed if kv.status != "Unknown" else None, "reason": kv.reason,
-                "bulkGbps": _number(res.get("bulk_gbps")), "requestMs": _number(req.get("coalesced")),
-                "transports": _transports(res.get("transports")),
-            }
+        status.update(_plan_status(plan, name, meta.get("namespace") or "default", kv, obs))
     else:
         # Nothing is applied or pruned for an invalid spec: what described the children still holds.
         for k in ("plan", "routerEndpoint", "kvTransfer"):

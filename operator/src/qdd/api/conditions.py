@@ -1,0 +1,40 @@
+"""Condition types and reasons of ``QwenDisaggDeployment.status.conditions`` (metav1.Condition):
+written only through these names (qdd.controller.status), read by the Argo CD health check
+(charts/qdd-operator/files/argocd-health.lua) and users' ``kubectl wait``."""
+
+from __future__ import annotations
+
+READY = "Ready"
+"""The summary users wait on: every endpoint of the current generation Ready, router available,
+ComputeDomain Ready, KV transfer verified."""
+PROGRESSING = "Progressing"
+DEGRADED = "Degraded"
+RECONCILING = "Reconciling"
+"""kstatus's abnormal-true pair (Flux, kubectl wait, Argo CD): Reconciling while converging…"""
+STALLED = "Stalled"
+"""…and Stalled when it cannot (an invalid spec)."""
+PLAN_VALID = "PlanValid"
+COMPUTE_DOMAIN_READY = "ComputeDomainReady"
+KV_TRANSFER_READY = "KVTransferReady"
+
+TYPES = (READY, PROGRESSING, DEGRADED, RECONCILING, STALLED, PLAN_VALID, COMPUTE_DOMAIN_READY, KV_TRANSFER_READY)
+"""Every condition a status carries, in the order they are written."""
+
+
+class Reason:
+    """CamelCase reasons, by the condition that uses them."""
+
+    PLANNED = "Planned"
+    INVALID_SPEC = "InvalidSpec"
+    NOT_REQUIRED = "NotRequired"
+    COMPUTE_DOMAIN_READY = "Ready"
+    COMPUTE_DOMAIN_NOT_READY = "NotReady"
+    GROUP_RESTARTING = "GroupRestarting"
+    AS_EXPECTED = "AsExpected"
+    PREFLIGHT_DISABLED = "PreflightDisabled"
+    READY_COMPUTE_DOMAIN_NOT_READY = "ComputeDomainNotReady"
+    KV_TRANSFER_NOT_READY = "KVTransferNotReady"
+    ALL_ENDPOINTS_READY = "AllEndpointsReady"
+    ENDPOINTS_NOT_READY = "EndpointsNotReady"
+    ROLLING_OUT = "RollingOut"
+    RECONCILE_COMPLETE = "ReconcileComplete"

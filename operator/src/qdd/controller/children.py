@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import labels
+from ..hashing import content_hash
 
 APPLIED_HASH = f"{labels.GROUP}/applied-hash"
 """Annotation on every child: hash of the manifest qdd last applied; equal hash → no API write."""
@@ -32,8 +31,7 @@ def key(obj: dict[str, Any]) -> tuple[str, str]:
 
 
 def manifest_hash(obj: dict[str, Any]) -> str:
-    blob = json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
-    return hashlib.sha256(blob).hexdigest()[:16]
+    return content_hash(obj, 16)
 
 
 def owned(owner_uid: str, obj: dict[str, Any]) -> bool:

@@ -31,13 +31,13 @@ Job's status) → ``combine`` over pairs → the ``KVTransferReady`` condition; 
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 
 from .. import labels, names
+from ..hashing import content_hash
 from ..plan import Plan, RolePlan
 from ..preflight.layout import DEFAULT_BULK_BYTES, DEFAULT_REQUESTS, for_plan
 from ..preflight.names import ROLE, SIDE, TERMINATION_LOG, job_name, serve_host, service_name
@@ -146,8 +146,8 @@ def _service(plan: Plan) -> dict[str, Any]:
 
 
 def revision(jobs: list[dict[str, Any]]) -> str:
-    blob = json.dumps([j["spec"]["template"]["spec"] for j in jobs], sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(blob.encode()).hexdigest()[:10]
+    """Short hash of a preflight pair's pod templates (Job templates are immutable: a new one is a new pair)."""
+    return content_hash([j["spec"]["template"]["spec"] for j in jobs], 10)
 
 
 def preflight_objects(plan: Plan, options: PreflightOptions | None = None) -> list[dict[str, Any]]:

@@ -6,14 +6,13 @@ Owner references and server-side fields are the controller's business, not rende
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from typing import Any
 
 import yaml
 
 from .. import labels, names
+from ..hashing import content_hash
 from ..plan import Plan, PodPlan, RolePlan
 from ..plan.router import METRICS_PORT
 from .preflight import PreflightOptions, preflight_objects
@@ -26,8 +25,7 @@ KIND_ORDER = ["ComputeDomain", "ServiceAccount", "Role", "RoleBinding", "Service
 
 def revision(pod_specs: list[dict[str, Any]]) -> str:
     """Short hash of an endpoint's pod specs: pods whose label differs from it are out of date."""
-    blob = json.dumps(pod_specs, sort_keys=True, separators=(",", ":")).encode()
-    return hashlib.sha256(blob).hexdigest()[:10]
+    return content_hash(pod_specs, 10)
 
 
 def _ctx(plan: Plan) -> dict[str, Any]:

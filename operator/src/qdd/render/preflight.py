@@ -42,6 +42,7 @@ from ..plan import Plan, RolePlan
 from ..preflight.layout import DEFAULT_BULK_BYTES, DEFAULT_REQUESTS, for_plan
 from ..preflight.names import ROLE, SIDE, TERMINATION_LOG, job_name, serve_host, service_name
 from ..preflight.verdict import Thresholds
+from .placement import clique_node_affinity, clique_pod_affinity_term
 from .safe import ENV as _env
 from .safe import load
 
@@ -83,12 +84,8 @@ def _affinity(plan: Plan, side: str, pair: int, near: dict[str, str]) -> dict[st
         "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 50, "podAffinityTerm": {
             "topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": near}}}]}}
     if plan.spec.cluster.same_nvlink_domain:
-        aff["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-            {"matchExpressions": [{"key": "nvidia.com/gpu.clique", "operator": "Exists"}]}]}}
-        aff["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = [{
-            "topologyKey": "nvidia.com/gpu.clique", "labelSelector": {"matchExpressions": [
-                {"key": labels.DEPLOYMENT, "operator": "In", "values": [plan.name]},
-                {"key": labels.ROLE, "operator": "In", "values": ["prefill", "decode", ROLE]}]}}]
+        aff["nodeAffinity"] = clique_node_affinity()
+        aff["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = [clique_pod_affinity_term(plan.name)]
     return aff
 
 

@@ -22,6 +22,7 @@ import yaml
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from ..labels import object_labels
+from .placement import clique_affinity
 
 
 _Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -76,6 +77,7 @@ _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 ENV = environment("qdd.render")
 """The one environment: engine, router, Service, ComputeDomain and preflight templates alike."""
 ENV.globals["labels_of"] = object_labels
+ENV.globals["clique_affinity"] = clique_affinity
 
 
 def load_all(text: str) -> list[dict[str, Any]]:

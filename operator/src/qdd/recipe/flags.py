@@ -1,0 +1,148 @@
+"""One role's ``vllm_config`` flags and environment → topology, tuning, extraArgs and extraEnv."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..catalog.vllm_options import serve_options
+from ..plan.args import OWNED_ENV
+from .keys import (DROPPED_FLAGS, DYNAMO_ENV_PREFIXES, Found, INVARIANT_FLAGS, KNOWN_FLAGS, KV_DROPPED,
+                   RENDERED_ENV, SWITCHES, TOPOLOGY_FLAGS, TUNING_VALUE_FLAGS, UCX_ENV, _Build, _FLAG_KEY,
+                   _mapping, _num, _only, _put)
+
+
+def _canonical(flag: str) -> str:
+    """A flag as qdd's tables name it, resolved as vLLM's parser does (prefixes, ``_``); unchanged
+    where it names no flag of the tables or is ambiguous (extraArgs' checks say so)."""
+    if flag in KNOWN_FLAGS:
+        return flag
+    r = serve_options().resolve(f"--{flag}")
+    if r is None or r.ambiguous or not r.options or r.options[0].name not in KNOWN_FLAGS:
+        return flag
+    name = r.options[0].name
+    return f"no-{name}" if flag.startswith("no-") and f"no-{name}" in KNOWN_FLAGS else name
+
+
+def _flags(b: _Build, cfg: Any, key: str) -> dict[str, Found]:
+    """{flag: (value, recipe key)}, flags normalised (``max_num_seqs`` → ``max-num-seqs``);
+    ``false``/``null`` left out as srtctl does."""
+    out: dict[str, Found] = {}
+    for raw, value in _mapping(b, cfg, key).items():
+        k = f"{key}.{raw}"
+        flag = str(raw).lstrip("-").replace("_", "-")
+        if not isinstance(raw, str) or not _FLAG_KEY.match(flag):
+            b.error(k, "not a vLLM flag name")
+        elif (flag := _canonical(flag)) in out:
+            b.error(k, f"given twice (also as {out[flag][1][len(key) + 1:]!r})")
+        else:
+            out[flag] = (value, k)
+    return {f: vk for f, vk in out.items() if vk[0] is not None and vk[0] is not False}
+
+
+def _kv_transfer(b: _Build, value: Any, key: str) -> dict[str, Found]:
+    """What of a --kv-transfer-config qdd keeps (connector, load failure policy, NIXL backends)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as e:
+            b.error(key, f"not valid JSON: {e}")
+            return {}
+    if not isinstance(value, dict):
+        b.error(key, f"must be a JSON object or a mapping, got {type(value).__name__}")
+        return {}
+    cfg: dict[str, Any] = value
+    if "kv_connector" not in cfg:
+        b.error(f"{key}.kv_connector", "required (NixlConnector)")
+    fields = {"kv_connector": "connector", "kv_load_failure_policy": "loadFailurePolicy"}
+    _only(b, cfg, key, (*fields, *KV_DROPPED, "kv_connector_extra_config"))
+    out = {fields[k]: (v, f"{key}.{k}") for k, v in cfg.items() if k in fields}
+    for k, v in cfg.items():
+        if k in KV_DROPPED and v not in KV_DROPPED[k]:
+            b.error(f"{key}.{k}", f"{v!r}: qdd sets it, to {' or '.join(KV_DROPPED[k])}")
+    extra_key = f"{key}.kv_connector_extra_config"
+    extra = _mapping(b, cfg.get("kv_connector_extra_config"), extra_key, required=False)
+    _only(b, extra, extra_key, ("backends",))
+    if "backends" in extra:
+        out["backends"] = (extra["backends"], f"{extra_key}.backends")
+    return out
+
+
+def _arg_value(value: Any) -> list[str]:
+    if value is True:
+        return []
+    if isinstance(value, list):
+        return [json.dumps(v) if isinstance(v, dict | list) else str(v) for v in value]
+    if isinstance(value, dict):
+        return [json.dumps(value, sort_keys=True, separators=(",", ":"))]
+    return [str(value)]
+
+
+def _role_flag(b: _Build, out: dict[str, Any], flag: str, value: Any, k: str) -> None:
+    """One flag of a role into ``out`` (the role's spec, at ``out["path"]``; served name and KV
+    settings under ``"shared"``)."""
+    spec, path = out["spec"], out["path"]
+    base = flag[3:] if flag.startswith("no-") else flag
+    if flag in DROPPED_FLAGS or (flag in INVARIANT_FLAGS and value == INVARIANT_FLAGS[flag]):
+        return
+    if flag in TOPOLOGY_FLAGS or flag in TUNING_VALUE_FLAGS:
+        field, conv = {**TOPOLOGY_FLAGS, **TUNING_VALUE_FLAGS}[flag]
+        b.at(f"{path}.{field}", k)
+        _put(spec, field, _num(value, conv))
+    elif base in SWITCHES:
+        field = SWITCHES[base].split(".")[1]
+        given = spec["topology" if base == "enable-expert-parallel" else "tuning"]
+        if value is not True:
+            b.error(k, "a switch: true or false")
+        elif field in given:
+            b.error(k, f"contradicts --{base if flag != base else 'no-' + base} in the same role")
+        else:
+            b.at(f"{path}.{SWITCHES[base]}", k)
+            _put(spec, SWITCHES[base], flag == base)
+    elif flag == "pipeline-parallel-size":
+        if _num(value, int) != 1:
+            b.error(k, "qdd deploys no pipeline parallelism: use tensor or data parallel")
+    elif flag == "served-model-name":
+        out["shared"]["spec.model.servedModelName"] = (_num(value, str), k)
+    elif flag == "kv-transfer-config":
+        out["shared"].update({f"spec.kvTransfer.{f}": vk for f, vk in _kv_transfer(b, value, k).items()})
+    else:
+        extra = spec["extraArgs"]
+        for i in range(len(extra), len(extra) + 1 + len(_arg_value(value))):
+            b.at(f"{path}.extraArgs[{i}]", k)
+        extra += [f"--{flag}", *_arg_value(value)]
+
+
+
+def _yes_no(text: str) -> Any:
+    s = text.strip().lower()
+    return True if s in ("y", "yes", "1", "true", "on") else False if s in ("n", "no", "0", "false", "off") else text
+
+
+def _kept(name: str, text: Any) -> bool:
+    """Whether a variable goes to extraEnv: not one qdd renders (unless it contradicts qdd's value, for
+    extraEnv's check to refuse), not Dynamo's."""
+    if name == "VLLM_SSM_CONV_STATE_LAYOUT":
+        return text != "DS"
+    return not (name in OWNED_ENV or name in RENDERED_ENV or name.startswith(DYNAMO_ENV_PREFIXES))
+
+
+def _env(b: _Build, role: str, env: Any, key: str) -> tuple[list[dict[str, Any]], dict[str, Found]]:
+    """(extraEnv, {UCX field: (value, key)}) of one role."""
+    extra: list[dict[str, Any]] = []
+    ucx: dict[str, Found] = {}
+    for name, value in _mapping(b, env, key, required=False).items():
+        k = f"{key}.{name}"
+        if value is None:
+            b.error(k, "must be a string or a number")
+            continue
+        text = ("true" if value else "false") if isinstance(value, bool) else _num(value, str)
+        if name in UCX_ENV:
+            ucx[UCX_ENV[name]] = (text if name == "UCX_TLS" or not isinstance(text, str) else _yes_no(text), k)
+        elif _kept(str(name), text):
+            b.at(f"spec.{role}.extraEnv[{len(extra)}]", k)
+            extra.append({"name": name, "value": text})
+    return extra, ucx
+
+
+

@@ -163,3 +163,15 @@ def test_pure_modules_import_neither_nixl_nor_torch_and_the_core_does_not_import
             "bad = [m for m in ('nixl', 'torch', 'numpy', 'kopf', 'kubernetes') if m in sys.modules]; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_fetch_job_judges_with_the_specs_thresholds(seed_cr):
+    """The Job's exit code and the operator's KVTransferReady use the same floor and ceiling."""
+    from qdd.render.preflight import preflight_objects
+
+    from .helpers import flag, plan_of
+
+    seed_cr["spec"]["kvTransfer"] = {"preflight": {"minBulkGbps": 20.0, "maxRequestMs": 25.0}}
+    [fetch] = [o for o in preflight_objects(plan_of(seed_cr)) if o["metadata"]["name"].endswith("fetch-0")]
+    args = fetch["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert flag(args, "--min-bulk-gbps") == "20.0" and flag(args, "--max-request-ms") == "25.0"

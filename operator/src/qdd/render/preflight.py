@@ -104,7 +104,11 @@ def _args(plan: Plan, side: str, pair: int, layout_json: str, o: PreflightOption
     budget = str(max(60, o.deadline_seconds - 300))
     if side == "serve":
         return ["serve", *common, "--port", port, "--timeout", budget, "--exit-after", "1"]
-    th = o.thresholds
+    # The spec's thresholds, the same the operator judges the result with (the Job's exit code and
+    # KVTransferReady must agree).
+    pf = plan.spec.kv_transfer.preflight
+    th = Thresholds(min_bulk_gbps=pf.min_bulk_gbps, max_request_ms=pf.max_request_ms,
+                    min_peer_fraction=o.thresholds.min_peer_fraction)
     out = ["fetch", *common, "--server-host", serve_host(plan.name, plan.namespace, pair), "--server-port", port,
            "--connect-timeout", budget, "--min-bulk-gbps", str(th.min_bulk_gbps),
            "--max-request-ms", str(th.max_request_ms)]

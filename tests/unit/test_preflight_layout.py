@@ -11,7 +11,8 @@ import math
 import pytest
 from qdd.catalog import engine_profile, resolve_checkpoint
 from qdd.preflight import layout as L
-from qdd.preflight.layout import TransferLayout, coalesce, descriptor_count, for_checkpoint, for_plan
+from qdd.preflight.layout import TransferLayout, coalesce, descriptor_count
+from qdd.preflight.planned import for_checkpoint, for_plan
 
 from ..conftest import EXAMPLES, load
 from .helpers import plan_of

@@ -1,7 +1,9 @@
 """What one rank of vLLM's hybrid KV cache looks like to NIXL, and what one request moves.
 
-Pure: no nixl, no torch. The numbers come from the planner's :class:`~qdd.plan.memory.CacheLayout`
-(vLLM 0.33 formulas, docs/facts/memory-model.md); this module only turns them into the shape a KV transfer has.
+Part of the preflight's contract (with :mod:`.result`): the GPU program (:mod:`qdd.preflight.gpu`)
+and the operator both read it; stdlib only. The numbers come from the planner's
+:class:`~qdd.plan.memory.CacheLayout` (vLLM 0.33 formulas, docs/facts/memory-model.md) through
+:mod:`.planned`; this module only holds the shape a KV transfer has.
 
 How vLLM lays the hybrid cache out (vllm/v1/core/kv_cache_utils.py, vllm/v1/worker/gpu_model_runner.py):
 - the layers are grouped into KV-cache groups of ``layers_per_group`` layers that share one page size
@@ -28,12 +30,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # the runtime program reads layouts from JSON and needs none of these
-    from ..catalog import Checkpoint, EngineProfile
-    from ..plan import Plan
-    from ..plan.memory import CacheLayout
 
 DEFAULT_REQUESTS = 4
 """Requests' worth of pages the serve side registers (and the fetch side reads one by one)."""
@@ -134,28 +132,3 @@ def coalesced_descriptors(layout: TransferLayout, block_ids: Sequence[int]) -> l
     """(tensor, byte offset, length) of every run of contiguous block ids in every tensor."""
     return [(t, first * layout.page_bytes, count * layout.page_bytes)
             for t in range(layout.tensors) for first, count in coalesce(block_ids)]
-
-
-def from_cache_layout(cache: CacheLayout, model: str, mamba_ssm_cache_dtype: str, tensor_parallel: int,
-                      tokens: int) -> TransferLayout:
-    return TransferLayout(model=model, kv_cache_dtype=cache.kv_dtype, mamba_ssm_cache_dtype=mamba_ssm_cache_dtype,
-                          tensor_parallel=tensor_parallel, tokens=tokens, block_size=cache.block_size,
-                          page_bytes=cache.page_bytes, tensors=cache.layers_per_group,
-                          attn_groups=cache.attn_groups, gdn_groups=cache.gdn_groups)
-
-
-def for_checkpoint(ckpt: Checkpoint, profile: EngineProfile, tensor_parallel: int, kv_cache_dtype: str,
-                   mamba_ssm_cache_dtype: str, tokens: int) -> TransferLayout:
-    """The layout of a checkpoint at given dtypes and TP, without a whole Plan."""
-    from ..plan.memory import cache_layout
-
-    cache = cache_layout(ckpt, tensor_parallel, kv_cache_dtype, mamba_ssm_cache_dtype, profile)
-    return from_cache_layout(cache, ckpt.architecture.name, mamba_ssm_cache_dtype, tensor_parallel, tokens)
-
-
-def for_plan(plan: Plan) -> TransferLayout:
-    """The layout the deployment's decode ranks register (TP and dtypes match on both roles:
-    the planner enforces it), for one request of ISL + OSL tokens."""
-    w = plan.spec.workload
-    return from_cache_layout(plan.capacity.layout, plan.checkpoint.architecture.name,
-                             plan.spec.decode.tuning.mamba_ssm_cache_dtype, plan.decode.tp, w.isl + w.osl)

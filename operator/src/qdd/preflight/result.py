@@ -20,8 +20,10 @@ import json
 from typing import Any
 
 TERMINATION_MESSAGE_LIMIT = 4096
-CORE_KEYS = ("pass", "reason", "message", "bulk_gbps", "peer_copy_gbps", "request_ms", "descriptors_per_request",
+CORE_KEYS = ("bulk_gbps", "peer_copy_gbps", "request_ms", "descriptors_per_request",
              "transports", "verified", "verified_bytes", "mismatched_bytes", "mismatch", "error")
+"""The facts a fetch reports (no verdict: the operator judges them, qdd.preflight.verdict); ``error``
+is always present (null when it measured), which is how a result is told from a log tail."""
 CONFIG_KEYS = ("model", "tokens", "kv_cache_dtype", "mamba_ssm_cache_dtype", "page_bytes", "tensors",
                "pages_per_request", "bytes_per_request", "bulk_bytes", "alloc", "serve_alloc", "op", "variant",
                "server", "host", "gpu_name")
@@ -34,8 +36,6 @@ def _dump(d: dict[str, Any]) -> str:
 def compact(result: dict[str, Any], limit: int = TERMINATION_MESSAGE_LIMIT) -> str:
     """The result in at most ``limit`` bytes: the core keys, then as much of the config as fits."""
     out: dict[str, Any] = {k: result.get(k) for k in CORE_KEYS}
-    if isinstance(out.get("message"), str):
-        out["message"] = out["message"][:600]
     if isinstance(out.get("error"), str):
         out["error"] = out["error"][:600]
     cfg = result.get("config") or {}
@@ -45,7 +45,7 @@ def compact(result: dict[str, Any], limit: int = TERMINATION_MESSAGE_LIMIT) -> s
         out["config"].pop(next(reversed(out["config"])))
         text = _dump(out)
     if len(text.encode()) > limit:
-        out["message"] = (out.get("message") or "")[:100]
+        out["mismatch"] = str(out.get("mismatch") or "")[:100] or None
         out["error"] = (out.get("error") or "")[:100] or None
         text = _dump(out)
     return text
@@ -60,4 +60,4 @@ def parse_termination_message(text: str | None) -> dict[str, Any] | None:
         value = json.loads(text)
     except ValueError:
         return None
-    return value if isinstance(value, dict) and "pass" in value else None
+    return value if isinstance(value, dict) and "error" in value else None

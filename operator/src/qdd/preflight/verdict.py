@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .ucx import GPU_PATH_TRANSPORTS
+from .ucx import GPU_PATH_TRANSPORTS  # the contract: ucx.py is stdlib-only parsing
 
 CONDITION = "KVTransferReady"
 TRUE, FALSE, UNKNOWN = "True", "False", "Unknown"

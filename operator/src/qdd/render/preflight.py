@@ -39,7 +39,8 @@ from typing import Any
 from .. import labels, names
 from ..hashing import content_hash
 from ..plan import Plan, RolePlan
-from ..preflight.layout import DEFAULT_BULK_BYTES, DEFAULT_REQUESTS, for_plan
+from ..preflight.layout import DEFAULT_BULK_BYTES, DEFAULT_REQUESTS
+from ..preflight.planned import for_plan
 from ..preflight.names import ROLE, SIDE, TERMINATION_LOG, job_name, serve_host, service_name
 from ..preflight.verdict import Thresholds
 from .placement import clique_node_affinity, clique_pod_affinity_term
@@ -104,17 +105,10 @@ def _args(plan: Plan, side: str, pair: int, layout_json: str, o: PreflightOption
     budget = str(max(60, o.deadline_seconds - 300))
     if side == "serve":
         return ["serve", *common, "--port", port, "--timeout", budget, "--exit-after", "1"]
-    # The spec's thresholds, the same the operator judges the result with (the Job's exit code and
-    # KVTransferReady must agree).
-    pf = plan.spec.kv_transfer.preflight
-    th = Thresholds(min_bulk_gbps=pf.min_bulk_gbps, max_request_ms=pf.max_request_ms,
-                    min_peer_fraction=o.thresholds.min_peer_fraction)
-    out = ["fetch", *common, "--server-host", serve_host(plan.name, plan.namespace, pair), "--server-port", port,
-           "--connect-timeout", budget, "--min-bulk-gbps", str(th.min_bulk_gbps),
-           "--max-request-ms", str(th.max_request_ms)]
-    if th.min_peer_fraction is not None:
-        out += ["--min-peer-fraction", str(th.min_peer_fraction)]
-    return out
+    # No thresholds: the program reports facts, the operator judges them with the spec's
+    # (qdd.preflight.verdict), so a changed threshold re-judges without re-running the Jobs.
+    return ["fetch", *common, "--server-host", serve_host(plan.name, plan.namespace, pair), "--server-port", port,
+            "--connect-timeout", budget]
 
 
 def _job(plan: Plan, side: str, pair: int, layout_json: str, o: PreflightOptions) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .layout import TransferLayout, request_block_ids
+from ..layout import TransferLayout, request_block_ids
 
 PREFIX = b"qdd1 "
 SERVE_AGENT = "qdd-preflight-serve"

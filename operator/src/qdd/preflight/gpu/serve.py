@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from .buffers import Memory
-from .layout import TransferLayout
+from ..layout import TransferLayout
 from .wire import SERVE_AGENT, AgentOptions, Dlists, Inbox, Mover, Side, dlist_entries, encode, make_agent
 
 

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .buffers import Memory, Region
-from .layout import TransferLayout
+from ..layout import TransferLayout
 from .wire import (
     SERVE_AGENT,
     AgentOptions,

@@ -1,15 +1,18 @@
-"""``python -m qdd.preflight serve|fetch|layout`` — the KV-transfer preflight program.
+"""``python -m qdd.preflight serve|fetch`` — the KV-transfer preflight program, run on the GPUs.
 
-``layout`` prints the layout JSON of a model or a QwenDisaggDeployment (needs the planner);
-``serve`` and ``fetch`` need only the stdlib, nixl and torch (numpy with ``--device cpu``) and take
-the layout as JSON, so the program runs in the engine image without the operator's dependencies.
+It needs only the stdlib, nixl and torch (numpy with ``--device cpu``) and imports nothing of qdd
+but the preflight's contract (:mod:`qdd.preflight.layout`, :mod:`qdd.preflight.result`,
+:mod:`qdd.preflight.ucx`; checked by import-linter), so it runs in the engine image without the
+operator's dependencies. It reports facts; the operator judges them (:mod:`qdd.preflight.verdict`).
+``python -m qdd.preflight layout`` (operator side, :mod:`qdd.preflight.planned`) prints a layout.
 
     python -m qdd.preflight layout --model nvidia/Qwen3.5-397B-A17B-NVFP4 --kv-cache-dtype bfloat16 > l.json
     CUDA_VISIBLE_DEVICES=0 python -m qdd.preflight serve --layout l.json --port 5600 &
     python -m qdd.preflight fetch --layout l.json --server-host 127.0.0.1 --server-port 5600 --gpu 1
 
-fetch prints one JSON result (see :mod:`qdd.preflight.result`) and exits 0 when it passed, 1 when
-it ran and did not pass, 2 when it could not run; serve prints its own small JSON.
+fetch prints one JSON result (see :mod:`qdd.preflight.result`) and exits 0 when it measured with
+verified bytes, 1 when the bytes read differ from those written, 2 when it could not measure;
+serve prints its own small JSON.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import sys
 import time
 from typing import Any
 
-from .layout import DEFAULT_BULK_BYTES, DEFAULT_REQUESTS, TransferLayout
+from ..layout import DEFAULT_BULK_BYTES, DEFAULT_REQUESTS, TransferLayout
 
 
 def _log(msg: str) -> None:
@@ -59,15 +62,6 @@ def _common(p: argparse.ArgumentParser) -> None:
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m qdd.preflight", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    lay = sub.add_parser("layout", help="print the transfer layout of a model or a CR")
-    lay.add_argument("--plan", help="a QwenDisaggDeployment YAML file")
-    lay.add_argument("--model", default="nvidia/Qwen3.5-397B-A17B-NVFP4")
-    lay.add_argument("--tp", type=int, default=1)
-    lay.add_argument("--kv-cache-dtype", default="auto")
-    lay.add_argument("--mamba-ssm-cache-dtype", default="bfloat16")
-    lay.add_argument("--isl", type=int, default=8192)
-    lay.add_argument("--osl", type=int, default=1024)
-    lay.add_argument("--vllm-version", default="0.33.0")
     s = sub.add_parser("serve", help="register a rank's cache and answer fetch sides")
     _common(s)
     s.add_argument("--port", type=int, default=_side_channel_port(), help="NIXL listener port (side channel)")
@@ -87,31 +81,8 @@ def parser() -> argparse.ArgumentParser:
     f.add_argument("--connect-timeout", type=float, default=300.0)
     f.add_argument("--peer-copy", choices=("auto", "off", "pull"), default="auto")
     f.add_argument("--peer-src", type=int, help="source GPU of the peer copy (default: 0, or 1 when --gpu is 0)")
-    f.add_argument("--min-bulk-gbps", type=float, default=50.0)
-    f.add_argument("--max-request-ms", type=float, default=10.0)
-    f.add_argument("--min-peer-fraction", type=float)
     f.add_argument("--ucx-log", help="keep the captured UCX/NIXL output here")
     return ap
-
-
-def _layout_cmd(args: argparse.Namespace) -> int:
-    from . import layout as L
-
-    if args.plan:
-        import yaml
-
-        from ..api import parse_resource
-        from ..plan import build_plan
-
-        with open(args.plan) as fh:
-            tl = L.for_plan(build_plan(parse_resource(yaml.safe_load(fh))))
-    else:
-        from ..catalog import engine_profile, resolve_checkpoint
-
-        tl = L.for_checkpoint(resolve_checkpoint(args.model), engine_profile(args.vllm_version), args.tp,
-                              args.kv_cache_dtype, args.mamba_ssm_cache_dtype, args.isl + args.osl)
-    print(json.dumps(tl.to_json(), indent=2))
-    return 0
 
 
 def _agent_opts(args: argparse.Namespace) -> Any:
@@ -138,8 +109,6 @@ def _serve_cmd(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    if args.cmd == "layout":
-        return _layout_cmd(args)
     if args.cmd == "serve":
         return _serve_cmd(args)
     from .run import run_fetch

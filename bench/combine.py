@@ -62,8 +62,9 @@ def main(out: str, command: str, mode: str = "final") -> None:
             entry["transports"] = used.data
             entry["transports_detail"] = {"source": used.source, "lanes": used.lanes, "evidence": used.evidence,
                                           "log": log.name}
-            v = verdict(entry)
-            entry.update({"pass": v.passed, "reason": v.reason, "message": v.message})
+        # The program reports facts; the verdict is the operator's, with its default thresholds.
+        v = verdict(entry)
+        entry.update({"pass": v.passed, "reason": v.reason, "message": v.message})
         entry["command"] = command + f"  # run '{name}'"
         combined[key] = entry
     combined["machine"] = _machine(d)

@@ -170,23 +170,14 @@ class Fetcher:
             return run_indices(self.layout, self.requests, request)
         return page_indices(self.layout, self.requests, request)
 
-    # -- one variant --------------------------------------------------------------------------
-    def variant(self, v: Variant, k: int, ip: str, port: int, final: bool, warmup: int, reps: int,  # noqa: C901
-                budget_s: float, connect_timeout: float) -> dict[str, Any]:
-        # Kept whole (complexity 16): GPU-only code, run by bench/nixl-h200x2.sh on the lent GPUs and
-        # by the preflight Job; it is split when the benchmark variants move to bench/.
+    # -- connection and moves ---------------------------------------------------------------
+    def _connect(self, v: Variant, k: int, ip: str, port: int, connect_timeout: float) -> tuple[Any, Inbox, Side]:
+        """A new agent for variant ``k``: metadata exchanged with the serve side, the layouts
+        compared, the serve side's regions learnt."""
         name = f"qdd-preflight-fetch-{socket.gethostname()}-{os.getpid()}-{k}"
-        t_setup = time.perf_counter()
         agent = make_agent(name, free_port(), v.agent)
         agent.register_memory([self.mem.reg_desc(r) for r in [*self.regions, self.bulk]], self.mem.kind)
-        deadline = time.monotonic() + connect_timeout
-        while not agent.check_remote_metadata(SERVE_AGENT):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"no NIXL metadata from {ip}:{port} within {connect_timeout:.0f} s")
-            agent.fetch_remote_metadata(SERVE_AGENT, ip, port)
-            t_try = time.monotonic() + 2
-            while time.monotonic() < t_try and not agent.check_remote_metadata(SERVE_AGENT):
-                time.sleep(0.01)
+        _fetch_metadata(agent, ip, port, connect_timeout)
         agent.send_local_metadata(ip, port)
         inbox = Inbox(agent)
         agent.send_notif(SERVE_AGENT, encode("hello", agent=name, bulk_chunks=v.bulk_chunks,
@@ -196,54 +187,75 @@ class Fetcher:
         if theirs != self.layout or int(msg["requests"]) != self.requests:
             raise ValueError(f"layout mismatch: serve has {msg['layout']} × {msg['requests']} requests, "
                              f"fetch expects {self.layout.to_json()} × {self.requests}")
+        # The serve side's listener answers before its memory is registered: metadata fetched in that
+        # window lists no regions, and preparing a transfer fails (NIXL_ERR_NOT_FOUND; seen 2 runs in
+        # 9 over host memory). It answers hello only once registered: fetch the metadata again now.
+        agent.remove_remote_agent(SERVE_AGENT)
+        _fetch_metadata(agent, ip, port, connect_timeout)
         remote = Side.from_json(msg)
         self.serve_alloc = msg.get("alloc")
         if remote.bulk[1] != self.bulk.nbytes:
             raise ValueError(f"bulk size mismatch: serve {remote.bulk[1]} B, fetch {self.bulk.nbytes} B")
-        out: dict[str, Any] = {**v.to_json(), "setup_s": round(time.perf_counter() - t_setup, 3)}
-        try:
-            local_e = dlist_entries(self.me, self.layout, self.requests, v.bulk_chunks)
-            remote_e = dlist_entries(remote, self.layout, self.requests, v.bulk_chunks)
-            if v.op in ("READ", "WRITE"):
-                agent.make_connection(SERVE_AGENT)
-                dl = Dlists(agent, SERVE_AGENT, self.mem.kind, local_e, remote_e)
-                mover = Mover(agent, v.op, dl, v.streams)
+        return agent, inbox, remote
+
+    def _move(self, v: Variant, move: str, mover: Mover | None, push: Any, warmup: int, reps: int,
+              budget_s: float) -> dict[str, Any]:
+        """Time one kind of move (bulk, per_page, coalesced…) ``reps`` times after ``warmup``,
+        verifying the bytes of every read; ``push(kind, idx, skip)`` asks the serve side to WRITE."""
+        st = Stats(nbytes=self.bulk.nbytes if move == "bulk" else self.layout.bytes_per_request)
+        kind = {"bulk": "bulk", "coalesced": "run"}.get(move, "page")
+        # per_page: one descriptor per page, as posted. bulk: keep the chunks apart, or NIXL
+        # merges the contiguous pieces back into one and nothing is split over threads.
+        skip = move in ("per_page", "bulk")
+        w = warmup if move == "bulk" else max(warmup, self.requests)
+        check = v.op != "WRITE"
+        t_start = time.monotonic()
+        for rep in range(w + reps):
+            ranges = self.ranges(move, rep % self.requests)
+            if check:
+                self.poison(ranges)
+            idx = self.indices(move, rep % self.requests, v.bulk_chunks)
+            if mover is not None:
+                mv = mover.run(kind, idx, skip)
+                sec, descs = mv.seconds, mv.descs
             else:
-                mover = None
-            seq = 0
+                sec, descs = push(kind, idx, skip)
+            if check:
+                self.verify(ranges, f"{v.name}/{move}/rep {rep}")
+            st.descs = descs if descs is not None else st.descs
+            if rep >= w:
+                st.seconds.append(sec)
+                if time.monotonic() - t_start > budget_s and len(st.seconds) >= 3:
+                    break
+        return {**st.summary(), "verified": check}
+
+    # -- one variant --------------------------------------------------------------------------
+    def variant(self, v: Variant, k: int, ip: str, port: int, final: bool, warmup: int, reps: int,
+                budget_s: float, connect_timeout: float) -> dict[str, Any]:
+        """Connect a fresh agent and time every move of variant ``v``; says bye (``final``: the
+        serve side may exit) whatever happens."""
+        t_setup = time.perf_counter()
+        agent, inbox, remote = self._connect(v, k, ip, port, connect_timeout)
+        out: dict[str, Any] = {**v.to_json(), "setup_s": round(time.perf_counter() - t_setup, 3)}
+        seq = [0]
+
+        def push(kind: str, idx: Any, skip: bool) -> tuple[float, Any]:
+            seq[0] += 1
+            agent.send_notif(SERVE_AGENT, encode("push", id=seq[0], dlist=kind, indices=idx, skip_merge=skip))
+            _, rep_msg = inbox.next("pushed", connect_timeout, match=partial(_has_id, seq[0]))
+            if rep_msg.get("error"):
+                raise RuntimeError(f"serve-side push failed: {rep_msg['error']}")
+            return float(rep_msg["seconds"]), rep_msg.get("descs")
+
+        try:
+            mover = None
+            if v.op in ("READ", "WRITE"):
+                local_e = dlist_entries(self.me, self.layout, self.requests, v.bulk_chunks)
+                remote_e = dlist_entries(remote, self.layout, self.requests, v.bulk_chunks)
+                agent.make_connection(SERVE_AGENT)
+                mover = Mover(agent, v.op, Dlists(agent, SERVE_AGENT, self.mem.kind, local_e, remote_e), v.streams)
             for move in v.moves:
-                st = Stats(nbytes=self.bulk.nbytes if move == "bulk" else self.layout.bytes_per_request)
-                kind = {"bulk": "bulk", "coalesced": "run"}.get(move, "page")
-                # per_page: one descriptor per page, as posted. bulk: keep the chunks apart, or NIXL
-                # merges the contiguous pieces back into one and nothing is split over threads.
-                skip = move in ("per_page", "bulk")
-                w = warmup if move == "bulk" else max(warmup, self.requests)
-                t_start = time.monotonic()
-                for rep in range(w + reps):
-                    req = rep % self.requests
-                    ranges = self.ranges(move, req)
-                    check = v.op != "WRITE"
-                    if check:
-                        self.poison(ranges)
-                    idx = self.indices(move, req, v.bulk_chunks)
-                    if mover is not None:
-                        mv = mover.run(kind, idx, skip)
-                        sec, descs = mv.seconds, mv.descs
-                    else:
-                        seq += 1
-                        agent.send_notif(SERVE_AGENT, encode("push", id=seq, dlist=kind, indices=idx, skip_merge=skip))
-                        _, rep_msg = inbox.next("pushed", connect_timeout, match=partial(_has_id, seq))
-                        if rep_msg.get("error"):
-                            raise RuntimeError(f"serve-side push failed: {rep_msg['error']}")
-                        sec, descs = float(rep_msg["seconds"]), rep_msg.get("descs")
-                    if check:
-                        self.verify(ranges, f"{v.name}/{move}/rep {rep}")
-                    st.descs = descs if descs is not None else st.descs
-                    if rep >= w:
-                        st.seconds.append(sec)
-                        if time.monotonic() - t_start > budget_s and len(st.seconds) >= 3:
-                            break
-                out[move] = {**st.summary(), "verified": v.op != "WRITE"}
+                out[move] = self._move(v, move, mover, push, warmup, reps, budget_s)
             if mover is not None:
                 mover.close()
         finally:
@@ -254,3 +266,15 @@ class Fetcher:
 
 def _has_id(wanted: int, msg: dict[str, Any]) -> bool:
     return msg.get("id") == wanted
+
+
+def _fetch_metadata(agent: Any, ip: str, port: int, timeout: float) -> None:
+    """Ask the serve side's listener for its metadata until it has arrived (or ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while not agent.check_remote_metadata(SERVE_AGENT):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no NIXL metadata from {ip}:{port} within {timeout:.0f} s")
+        agent.fetch_remote_metadata(SERVE_AGENT, ip, port)
+        t_try = time.monotonic() + 2
+        while time.monotonic() < t_try and not agent.check_remote_metadata(SERVE_AGENT):
+            time.sleep(0.01)

@@ -46,6 +46,46 @@ def _headline(primary: dict[str, Any], name: str, key: str) -> Any:
     return m.get(key)
 
 
+def _layout(args: argparse.Namespace) -> Any:
+    from ..layout import TransferLayout
+
+    if args.layout_json:
+        return TransferLayout.from_json(json.loads(args.layout_json))
+    with open(args.layout) as fh:
+        return TransferLayout.from_json(json.load(fh))
+
+
+def _gpu_and_peer_copy(args: argparse.Namespace, cfg: dict[str, Any]) -> dict[str, Any] | None:
+    """Record the GPU in ``cfg``; measure the torch peer copy the NIXL numbers are compared with."""
+    if args.device != "cuda":
+        return None
+    import torch
+
+    from .fetch import peer_copy
+
+    cfg["gpu_name"] = torch.cuda.get_device_name(args.gpu)
+    cfg["visible_gpus"] = torch.cuda.device_count()
+    if args.peer_copy == "off":
+        return None
+    src = args.peer_src if args.peer_src is not None else (1 if args.gpu == 0 else 0)
+    return peer_copy(src, args.gpu, args.bulk_bytes, pull=args.peer_copy == "pull")
+
+
+def _facts(p: dict[str, Any], peer: dict[str, Any] | None, layout: Any, f: Any) -> dict[str, Any]:
+    """The result's headline facts, from the first (reported) variant ``p``."""
+    return dict(
+        bulk_gbps=_headline(p, "bulk", "gbps"),
+        peer_copy_gbps=peer["gbps"] if peer else None,
+        request_ms={"per_page": _headline(p, "per_page", "median_ms"),
+                    "coalesced": _headline(p, "coalesced", "median_ms")},
+        descriptors_per_request={"per_page": layout.descriptors_per_request_per_page,
+                                 "coalesced": layout.descriptors_per_request_coalesced,
+                                 "posted": {m: _headline(p, m, "posted_descriptors")
+                                            for m in ("per_page", "coalesced", "nixl_merge") if m in p}},
+        verified=f.mismatched == 0 and f.verified_bytes > 0, verified_bytes=f.verified_bytes,
+        mismatched_bytes=f.mismatched, mismatch=f.first_mismatch)
+
+
 def run_fetch(args: argparse.Namespace, log: Any) -> int:
     for k, v in ENV_DEFAULTS.items():
         os.environ.setdefault(k, v)
@@ -59,29 +99,16 @@ def run_fetch(args: argparse.Namespace, log: Any) -> int:
                            "env": {k: v for k, v in sorted(os.environ.items())
                                    if k.startswith(("UCX_", "NIXL_", "CUDA_VISIBLE", "VLLM_NIXL"))}}
     try:
-        from .fetch import Fetcher, peer_copy, resolve
-        from ..layout import TransferLayout
+        from .fetch import Fetcher, resolve
 
-        if args.layout_json:
-            layout = TransferLayout.from_json(json.loads(args.layout_json))
-        else:
-            with open(args.layout) as fh:
-                layout = TransferLayout.from_json(json.load(fh))
+        layout = _layout(args)
         cfg.update(layout.to_json())
         cfg.update(versions=_versions())
         variants = _variants(args)
         cfg["variants"] = [v.to_json() for v in variants]
         cfg["op"], cfg["variant"] = variants[0].op, variants[0].name
         ip = resolve(args.server_host, args.connect_timeout)
-        peer = None
-        if args.device == "cuda":
-            import torch
-
-            cfg["gpu_name"] = torch.cuda.get_device_name(args.gpu)
-            cfg["visible_gpus"] = torch.cuda.device_count()
-            if args.peer_copy != "off":
-                src = args.peer_src if args.peer_src is not None else (1 if args.gpu == 0 else 0)
-                peer = peer_copy(src, args.gpu, args.bulk_bytes, pull=args.peer_copy == "pull")
+        peer = _gpu_and_peer_copy(args, cfg)
         result["peer_copy"] = peer
         f = Fetcher(layout, args.device, args.gpu, args.requests, args.bulk_bytes, log, args.alloc)
         cfg["alloc"] = f.mem.allocation
@@ -90,18 +117,7 @@ def run_fetch(args: argparse.Namespace, log: Any) -> int:
             variants_out.append(f.variant(variant, i, ip, args.server_port, i == len(variants) - 1, args.warmup,
                                           args.reps, args.budget_s, args.connect_timeout))
         cfg["serve_alloc"] = f.serve_alloc
-        p = variants_out[0]
-        result.update(
-            bulk_gbps=_headline(p, "bulk", "gbps"),
-            peer_copy_gbps=peer["gbps"] if peer else None,
-            request_ms={"per_page": _headline(p, "per_page", "median_ms"),
-                        "coalesced": _headline(p, "coalesced", "median_ms")},
-            descriptors_per_request={"per_page": layout.descriptors_per_request_per_page,
-                                     "coalesced": layout.descriptors_per_request_coalesced,
-                                     "posted": {m: _headline(p, m, "posted_descriptors")
-                                                for m in ("per_page", "coalesced", "nixl_merge") if m in p}},
-            verified=f.mismatched == 0 and f.verified_bytes > 0, verified_bytes=f.verified_bytes,
-            mismatched_bytes=f.mismatched, mismatch=f.first_mismatch)
+        result.update(_facts(variants_out[0], peer, layout, f))
     except Exception as e:
         result["error"] = f"{type(e).__name__}: {e}"
         log(traceback.format_exc())

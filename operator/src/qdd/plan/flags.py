@@ -52,6 +52,10 @@ class Flag:
     """argv items of this flag for a role; None: rendered per pod by the planner, or never."""
     first: bool = False
     """Rendered before the per-pod flags (right after the model), not after them."""
+    value: type | None = None
+    """The type of the field's value where a user sets the flag through that field (``bool``: a
+    switch, ``--no-<flag>`` is false). An srt-slurm recipe's flag is imported into the field
+    (qdd.recipe.keys derives its tables from these rows)."""
 
 
 def _value(name: str, get: Callable[[RoleContext], object]) -> Callable[[RoleContext], list[str]]:
@@ -73,9 +77,9 @@ ENGINE_FLAGS: tuple[Flag, ...] = (
     Flag("served-model-name", "spec.model.servedModelName", "clients and the router address the model by it",
          must_match=True, first=True, render=lambda c: ["--served-model-name", c.served_model_name]),
     Flag("tensor-parallel-size", "topology.tensorParallel", "hybrid models transfer KV between equal TP only",
-         must_match=True, first=True, render=_value("tensor-parallel-size", lambda c: c.role_spec.topology.tensor_parallel)),
+         must_match=True, first=True, render=_value("tensor-parallel-size", lambda c: c.role_spec.topology.tensor_parallel), value=int),
     Flag("data-parallel-size", "topology.dataParallel", "the endpoint's DP/EP group", first=True,
-         render=_value("data-parallel-size", lambda c: c.role_spec.topology.data_parallel)),
+         render=_value("data-parallel-size", lambda c: c.role_spec.topology.data_parallel), value=int),
     Flag("data-parallel-size-local", "topology.dataParallel", "DP ranks of one pod, from the endpoint's layout"),
     Flag("data-parallel-address", "(owned: the endpoint leader's DNS name)", "ranks of one endpoint meet at its leader"),
     Flag("data-parallel-rpc-port", "spec.ports.dataParallelRpc", "equal on every pod of an endpoint"),
@@ -83,36 +87,36 @@ ENGINE_FLAGS: tuple[Flag, ...] = (
     Flag("data-parallel-start-rank", "(owned: derived from the pod's place in its endpoint)",
          "global DP ranks decide the NIXL side-channel ports"),
     Flag("port", "spec.ports.http", "probes, Services and the router use it"),
-    Flag("api-server-count", "tuning.apiServerCount", "HTTP processes of a leader; unset on headless pods"),
+    Flag("api-server-count", "tuning.apiServerCount", "HTTP processes of a leader; unset on headless pods", value=int),
     Flag("enable-expert-parallel", "topology.expertParallel", "experts sharded over the DP×TP ranks",
-         render=_bare("enable-expert-parallel", lambda c: c.role_spec.topology.expert_parallel)),
+         render=_bare("enable-expert-parallel", lambda c: c.role_spec.topology.expert_parallel), value=bool),
     Flag("generation-config", "(owned: 'vllm', the seed's sampling defaults)", "sampling defaults from vLLM, not the checkpoint",
          must_match=True, render=lambda c: ["--generation-config", "vllm"]),
     Flag("enable-prefix-caching", "tuning.prefixCaching", "hybrid models over NIXL crash decode with it on",
-         must_match=True, render=lambda c: ["--no-enable-prefix-caching"]),
+         must_match=True, render=lambda c: ["--no-enable-prefix-caching"], value=bool),
     Flag("async-scheduling", "tuning.asyncScheduling", "safe with P/D only with vLLM #45357 and #48481",
-         render=lambda c: ["--async-scheduling" if c.async_scheduling else "--no-async-scheduling"]),
+         render=lambda c: ["--async-scheduling" if c.async_scheduling else "--no-async-scheduling"], value=bool),
     Flag("stream-interval", "tuning.streamInterval", "tokens per streamed chunk (seed: 100)",
-         render=_value("stream-interval", lambda c: _tuning(c).stream_interval)),
+         render=_value("stream-interval", lambda c: _tuning(c).stream_interval), value=int),
     Flag("mamba-ssm-cache-dtype", "tuning.mambaSsmCacheDtype", "GDN state bytes must be laid out alike on both roles",
-         must_match=True, render=_value("mamba-ssm-cache-dtype", lambda c: _tuning(c).mamba_ssm_cache_dtype)),
+         must_match=True, render=_value("mamba-ssm-cache-dtype", lambda c: _tuning(c).mamba_ssm_cache_dtype), value=str),
     Flag("kv-cache-dtype", "tuning.kvCacheDtype", "KV bytes must be laid out alike on both roles", must_match=True,
-         render=_value("kv-cache-dtype", lambda c: None if _tuning(c).kv_cache_dtype == "auto" else _tuning(c).kv_cache_dtype)),
+         render=_value("kv-cache-dtype", lambda c: None if _tuning(c).kv_cache_dtype == "auto" else _tuning(c).kv_cache_dtype), value=str),
     Flag("language-model-only", "tuning.languageModelOnly", "text only; the fused QK-norm+RoPE+gate path",
-         render=_bare("language-model-only", lambda c: _tuning(c).language_model_only)),
+         render=_bare("language-model-only", lambda c: _tuning(c).language_model_only), value=bool),
     Flag("max-num-batched-tokens", "tuning.maxNumBatchedTokens", "sized from the workload (qdd.plan.sizing)",
-         render=_value("max-num-batched-tokens", lambda c: c.sizing.max_num_batched_tokens)),
+         render=_value("max-num-batched-tokens", lambda c: c.sizing.max_num_batched_tokens), value=int),
     Flag("max-num-seqs", "tuning.maxNumSeqs", "sized from the workload (qdd.plan.sizing)",
-         render=_value("max-num-seqs", lambda c: c.sizing.max_num_seqs)),
+         render=_value("max-num-seqs", lambda c: c.sizing.max_num_seqs), value=int),
     Flag("max-cudagraph-capture-size", "tuning.maxCudagraphCaptureSize", "sized from the workload (qdd.plan.sizing)",
-         render=_value("max-cudagraph-capture-size", lambda c: c.sizing.max_cudagraph_capture_size)),
+         render=_value("max-cudagraph-capture-size", lambda c: c.sizing.max_cudagraph_capture_size), value=int),
     Flag("gpu-memory-utilization", "tuning.gpuMemoryUtilization", "the memory model plans with it",
-         render=_value("gpu-memory-utilization", lambda c: _tuning(c).gpu_memory_utilization)),
+         render=_value("gpu-memory-utilization", lambda c: _tuning(c).gpu_memory_utilization), value=float),
     Flag("gdn-prefill-backend", "tuning.gdnPrefillBackend", "vLLM has no 'auto' value: auto is the flag left out",
          render=_value("gdn-prefill-backend", lambda c: None if _tuning(c).gdn_prefill_backend in (None, "auto")
-                       else _tuning(c).gdn_prefill_backend)),
+                       else _tuning(c).gdn_prefill_backend), value=str),
     Flag("all2all-backend", "tuning.all2allBackend", "one of vLLM's backends, checked per engine version",
-         render=_value("all2all-backend", lambda c: _tuning(c).all2all_backend)),
+         render=_value("all2all-backend", lambda c: _tuning(c).all2all_backend), value=str),
     Flag("kv-transfer-config", "spec.kvTransfer", "connector, kv_role and load-failure policy of the NIXL transfer",
          render=lambda c: ["--kv-transfer-config", c.kv_transfer_config]),
     Flag("host", "(owned: engines listen on all pod addresses)", "Services reach the pod IP"),

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..errors import FieldError
+from ..plan.flags import ENGINE_FLAGS
 
 
 ROLES = ("prefill", "decode")
@@ -27,23 +28,13 @@ SA_BENCH_KEYS = ("isl", "osl", "concurrencies", "random_range_ratio", "type", "r
                  "num_warmup_mult")
 
 TOPOLOGY_FLAGS: dict[str, tuple[str, Callable[[Any], Any]]] = {
-    "tensor-parallel-size": ("topology.tensorParallel", int), "data-parallel-size": ("topology.dataParallel", int)}
+    f.name: (f.field, f.value) for f in ENGINE_FLAGS if f.value not in (None, bool) and f.field.startswith("topology.")}
+"""vLLM flags with a value that set a topology field (from qdd.plan.flags.ENGINE_FLAGS)."""
 TUNING_VALUE_FLAGS: dict[str, tuple[str, Callable[[Any], Any]]] = {
-    "max-num-batched-tokens": ("tuning.maxNumBatchedTokens", int),
-    "max-num-seqs": ("tuning.maxNumSeqs", int),
-    "max-cudagraph-capture-size": ("tuning.maxCudagraphCaptureSize", int),
-    "stream-interval": ("tuning.streamInterval", int),
-    "mamba-ssm-cache-dtype": ("tuning.mambaSsmCacheDtype", str),
-    "kv-cache-dtype": ("tuning.kvCacheDtype", str),
-    "gpu-memory-utilization": ("tuning.gpuMemoryUtilization", float),
-    "gdn-prefill-backend": ("tuning.gdnPrefillBackend", str),
-    "api-server-count": ("tuning.apiServerCount", int),
-    "all2all-backend": ("tuning.all2allBackend", str),
-}
-"""vLLM flags with a value that qdd has a field for (path below the role)."""
-SWITCHES = {"enable-expert-parallel": "topology.expertParallel", "async-scheduling": "tuning.asyncScheduling",
-            "language-model-only": "tuning.languageModelOnly", "enable-prefix-caching": "tuning.prefixCaching"}
-"""Boolean vLLM flags with a field (``--no-<flag>`` sets it false)."""
+    f.name: (f.field, f.value) for f in ENGINE_FLAGS if f.value not in (None, bool) and f.field.startswith("tuning.")}
+"""vLLM flags with a value that qdd has a tuning field for (from ENGINE_FLAGS; path below the role)."""
+SWITCHES = {f.name: f.field for f in ENGINE_FLAGS if f.value is bool}
+"""Boolean vLLM flags with a field (``--no-<flag>`` sets it false; from ENGINE_FLAGS)."""
 DROPPED_FLAGS = ("headless", "port", "host", "model", "data-parallel-size-local", "data-parallel-start-rank",
                  "data-parallel-rank", "data-parallel-address", "data-parallel-rpc-port", "data-parallel-hybrid-lb",
                  "data-parallel-external-lb", "no-data-parallel-hybrid-lb", "no-data-parallel-external-lb")

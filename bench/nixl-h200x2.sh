@@ -5,7 +5,8 @@
 # final:   the reported runs — nvlink (UCX picks its transports) and tcp_only (UCX_TLS=tcp,cuda_copy),
 #          Qwen3.5-397B bf16-KV seed request; plus the seed plan's own fp8-KV layout, cuMemCreate
 #          (vmm) memory, and the serve-side push with NIXL's UCX scatter-gather offload;
-# explore: every variant in bench/variants-explore.json (agents, threads, workers, chunks, ops).
+# explore: every variant in bench/variants-explore.json (agents, threads, workers, chunks, ops), swept
+#          in one fetch process by bench/preflight_sweep.py (the Job itself measures one configuration).
 # Needs python3 with torch and nixl (wheels under .whl/ are installed to a scratch dir first).
 # Writes <name>.json results and bench-logs.tgz to $OUT (default bench/out), then
 # bench/combine.py builds nixl-preflight-h200x2.json there.
@@ -39,7 +40,7 @@ pair() {
   env $envs CUDA_VISIBLE_DEVICES=0 timeout 300 $PY -m qdd.preflight serve --layout "$layout" --gpu 0 \
     --device $DEVICE --port $PORT --timeout 280 $EXTRA $sargs >"$WORK/$name.serve.json" 2>"$WORK/$name.serve.log" &
   local spid=$!
-  env $envs CUDA_VISIBLE_DEVICES=0,1 timeout 300 $PY -m qdd.preflight fetch --layout "$layout" --gpu 1 \
+  env $envs CUDA_VISIBLE_DEVICES=0,1 timeout 300 $PY bench/preflight_sweep.py --layout "$layout" --gpu 1 \
     --device $DEVICE $EXTRA --peer-src 0 --server-host 127.0.0.1 --server-port $PORT --ucx-log "$WORK/$name.ucx.log" $fargs \
     >"$WORK/$name.json" 2>"$WORK/$name.fetch.log"
   echo "   fetch rc=$?"

@@ -74,7 +74,6 @@ def parser() -> argparse.ArgumentParser:
     f.add_argument("--op", default="READ", choices=("READ", "PUSH", "WRITE"))
     f.add_argument("--streams", type=int, default=1, help="Python threads posting shares of one transfer")
     f.add_argument("--bulk-chunks", type=int, default=1, help="descriptors the bulk buffer is split into")
-    f.add_argument("--variants", help="JSON list (or @file) of variants to measure; the first is reported")
     f.add_argument("--warmup", type=int, default=3)
     f.add_argument("--reps", type=int, default=20)
     f.add_argument("--budget-s", type=float, default=20.0, help="stop repeating a move after this long (≥3 reps)")

@@ -16,19 +16,15 @@ from ..result import compact
 from ..ucx import ENV_DEFAULTS, OutputCapture, parse
 
 
-def _variants(args: argparse.Namespace) -> list[Any]:
+def _variant(args: argparse.Namespace) -> Any:
+    """The one configuration the command line gives (the Job's); a benchmark sweeps several
+    (bench/preflight_sweep.py passes them to :func:`run_fetch`)."""
     from .fetch import Variant
     from .wire import AgentOptions
 
-    if args.variants:
-        text = args.variants
-        if text.startswith("@"):
-            with open(text[1:]) as fh:
-                text = fh.read()
-        return [Variant.from_json(d) for d in json.loads(text)]
-    return [Variant(op=args.op, streams=args.streams, bulk_chunks=args.bulk_chunks,
-                    agent=AgentOptions(num_threads=args.num_threads, split_batch_size=args.split_batch_size,
-                                       num_workers=args.num_workers))]
+    return Variant(op=args.op, streams=args.streams, bulk_chunks=args.bulk_chunks,
+                   agent=AgentOptions(num_threads=args.num_threads, split_batch_size=args.split_batch_size,
+                                      num_workers=args.num_workers))
 
 
 def _versions() -> dict[str, str]:
@@ -86,7 +82,9 @@ def _facts(p: dict[str, Any], peer: dict[str, Any] | None, layout: Any, f: Any) 
         mismatched_bytes=f.mismatched, mismatch=f.first_mismatch)
 
 
-def run_fetch(args: argparse.Namespace, log: Any) -> int:
+def run_fetch(args: argparse.Namespace, log: Any, variants: list[Any] | None = None) -> int:
+    """Measure ``variants`` (default: the command line's one) in order against one serve side,
+    report the first; print the result and write it to ``--result-file``. Returns the exit code."""
     for k, v in ENV_DEFAULTS.items():
         os.environ.setdefault(k, v)
     cap = OutputCapture(args.ucx_log)
@@ -104,7 +102,7 @@ def run_fetch(args: argparse.Namespace, log: Any) -> int:
         layout = _layout(args)
         cfg.update(layout.to_json())
         cfg.update(versions=_versions())
-        variants = _variants(args)
+        variants = variants or [_variant(args)]
         cfg["variants"] = [v.to_json() for v in variants]
         cfg["op"], cfg["variant"] = variants[0].op, variants[0].name
         ip = resolve(args.server_host, args.connect_timeout)

@@ -19,6 +19,7 @@ from qdd.controller.reconcile import Reconciler
 from qdd.controller.status import Observed, compute_status, status_patch
 from qdd.errors import SpecError
 from qdd.preflight.observe import kv_transfer_verdict
+from qdd.preflight.result import compact, parse_termination_message
 from qdd.preflight.verdict import Thresholds, Verdict
 
 from ..conftest import ALL_SEED_EXAMPLES, ROOT
@@ -347,7 +348,9 @@ def test_an_odd_preflight_result_never_breaks_the_status_write(result, expected)
     status patch for a type mismatch, so no status would ever be written again."""
     obs = replace(STEADY, "Pod", FETCH, lambda o: o.update(
         job_pod(next(j for j in STEADY if j["metadata"]["name"] == f"{NAME}-preflight-fetch-0"), result)))
-    st = status_of(SEED, obs, kv=Verdict("True", "KVTransferVerified", "ok"))
+    # the verdict carries the facts it judged, as kv_transfer_verdict finds them in the fetch pod
+    facts = parse_termination_message(compact(result))
+    st = status_of(SEED, obs, kv=Verdict("True", "KVTransferVerified", "ok", result=facts))
     assert {k: v for k, v in st["kvTransfer"].items() if k not in ("passed", "reason")} == expected
 
 

@@ -16,7 +16,6 @@ from ..api import conditions as C
 from ..api.conditions import Reason
 from ..plan import Plan
 from ..plan.summary import summary
-from ..preflight.result import parse_termination_message
 from ..preflight.verdict import Verdict
 from .groups import GroupState, pod_ready
 
@@ -84,26 +83,6 @@ def _transports(v: Any) -> list[str]:
     if isinstance(v, dict):  # the raw result's {"data": [...]} form
         v = v.get("data")
     return [str(x) for x in v] if isinstance(v, list) else []
-
-
-def _preflight_result(obs: Observed) -> dict[str, Any] | None:
-    """The first fetch result a current preflight pod reported (the Verdict covers every pair).
-    Current: its Job is still there (the pods of a replaced Job linger until the garbage collector
-    gets to them, and would show the old run's numbers next to a pending verdict)."""
-    jobs = {(j["metadata"]["name"], j["metadata"].get("uid")) for j in obs.of_kind("Job")
-            if not j["metadata"].get("deletionTimestamp")}
-    for pod in obs.of_kind("Pod"):
-        lab = pod["metadata"].get("labels") or {}
-        if lab.get(f"{labels.GROUP}/preflight") != "fetch" or pod["metadata"].get("deletionTimestamp"):
-            continue
-        if not any(r.get("kind") == "Job" and (r.get("name"), r.get("uid")) in jobs
-                   for r in pod["metadata"].get("ownerReferences") or []):
-            continue
-        for cs in (pod.get("status") or {}).get("containerStatuses") or []:
-            result = parse_termination_message(((cs.get("state") or {}).get("terminated") or {}).get("message"))
-            if result is not None:
-                return result
-    return None
 
 
 def _unschedulable(obs: Observed) -> str:
@@ -261,7 +240,7 @@ def _plan_status(plan: Plan, name: str, ns: str, kv: Verdict | None, obs: Observ
     if plan.router.replicas > 0:
         out["routerEndpoint"] = f"http://{names.router(name)}.{ns}.svc:{plan.router.port}"
     if kv is not None:
-        res = _preflight_result(obs) or {}
+        res = kv.result or {}
         req: dict[str, Any] = res["request_ms"] if isinstance(res.get("request_ms"), dict) else {}
         # The result is the fetch container's output: only schema-typed values reach the status
         # (one value of a wrong type and the API server refuses every status write).

@@ -9,6 +9,7 @@ counts as not reported (the controller deletes and re-creates such Jobs: templat
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from .. import labels
@@ -55,5 +56,6 @@ def kv_transfer_verdict(desired: list[dict[str, Any]], observed: list[dict[str, 
         v = verdict(result, thresholds, job_failed=_job_failed(live_job))
         if result is None and live_job is None:
             v = Verdict(v.status, v.reason, "preflight Job has not been created yet")
-        pairs[pair] = v
-    return combine(pairs)
+        pairs[pair] = replace(v, result=result)
+    first = next((v.result for v in pairs.values() if v.result is not None), None)
+    return replace(combine(pairs), result=first)

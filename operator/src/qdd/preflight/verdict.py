@@ -20,7 +20,7 @@ The default floor and ceiling catch a path that is not NVLink-class (PCIe Gen5 x
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .ucx import GPU_PATH_TRANSPORTS  # the contract: ucx.py is stdlib-only parsing
@@ -45,6 +45,9 @@ class Verdict:
     status: str
     reason: str
     message: str
+    result: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    """The facts judged (the first pair's with a result, after :func:`combine`): what
+    ``status.kvTransfer`` shows. Found once, by :func:`qdd.preflight.observe.kv_transfer_verdict`."""
 
     @property
     def passed(self) -> bool:

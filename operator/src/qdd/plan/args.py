@@ -1,5 +1,8 @@
-"""vLLM argv and env of each engine pod (docs/facts/seed-recipe.md, docs/facts/vllm-flags.md; flags checked against vLLM 0.33.0's parser
-by tests/contract)."""
+"""What users may add to an engine pod (``extraArgs``, ``extraEnv``) and what it may not touch: every
+token resolved as vLLM 0.33.0's parser resolves it and checked against the owned flags
+(:mod:`qdd.plan.flags`), the owned variables, and the flags that must match between roles; plus the
+``--kv-transfer-config`` value and the user's env entries (docs/facts/vllm-flags.md; checked
+against vLLM's parser by tests/contract)."""
 
 from __future__ import annotations
 

@@ -4,10 +4,13 @@ NVL72 domain: GPU Feature Discovery's ``nvidia.com/gpu.clique``; docs/facts/gb20
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import labels
 from ..preflight.names import ROLE as PREFLIGHT_ROLE
+
+if TYPE_CHECKING:
+    from ..plan import Plan
 
 CLIQUE = "nvidia.com/gpu.clique"
 GPU_ROLES = ("prefill", "decode", PREFLIGHT_ROLE)
@@ -30,3 +33,10 @@ def clique_affinity(deployment: str) -> dict[str, Any]:
     """nodeAffinity and podAffinity of an engine pod kept in its deployment's NVLink domain."""
     return {"nodeAffinity": clique_node_affinity(),
             "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [clique_pod_affinity_term(deployment)]}}
+
+
+def gpu_node_selector(plan: Plan) -> dict[str, str]:
+    """The nodes of the plan's GPU kind (architecture and GPU Feature Discovery's product label),
+    then the user's ``cluster.nodeSelector``."""
+    return {"kubernetes.io/arch": plan.gpu.node_arch, "nvidia.com/gpu.product": plan.gpu.product_label,
+            **plan.spec.cluster.node_selector}

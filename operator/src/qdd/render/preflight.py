@@ -43,7 +43,7 @@ from ..preflight.layout import DEFAULT_BULK_BYTES, DEFAULT_REQUESTS
 from ..preflight.planned import for_plan
 from ..preflight.names import ROLE, SIDE, TERMINATION_LOG, job_name, serve_host, service_name
 from ..preflight.verdict import Thresholds
-from .placement import clique_node_affinity, clique_pod_affinity_term
+from .placement import clique_node_affinity, clique_pod_affinity_term, gpu_node_selector
 from .safe import ENV as _env
 from .safe import load
 
@@ -117,8 +117,7 @@ def _job(plan: Plan, side: str, pair: int, layout_json: str, o: PreflightOptions
     endpoint = pair % role.endpoints
     pod = next(p for p in role.pods if p.endpoint == endpoint and p.group_role == "leader")
     engine = s.engine.model_copy(update={"image": o.image}) if o.image else s.engine
-    node_selector = {"kubernetes.io/arch": plan.gpu.node_arch, "nvidia.com/gpu.product": plan.gpu.product_label,
-                     **s.cluster.node_selector}
+    node_selector = gpu_node_selector(plan)
     text = _env.get_template("preflight-job.yaml.j2").render(
         d=plan, side=side, pair=pair, name=job_name(plan.name, side, pair), service=service_name(plan.name),
         labels={**_base_labels(plan), SIDE: side, labels.ENDPOINT: str(pair)}, deadline=o.deadline_seconds,

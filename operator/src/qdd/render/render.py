@@ -15,6 +15,7 @@ from .. import labels, names
 from ..hashing import content_hash
 from ..plan import Plan, PodPlan, RolePlan
 from ..plan.router import METRICS_PORT
+from .placement import gpu_node_selector
 from .preflight import PreflightOptions, preflight_objects
 from .safe import ENV as _env
 from .safe import load, load_all
@@ -30,8 +31,7 @@ def revision(pod_specs: list[dict[str, Any]]) -> str:
 
 def _ctx(plan: Plan) -> dict[str, Any]:
     s = plan.spec
-    node_selector = {"kubernetes.io/arch": plan.gpu.node_arch, "nvidia.com/gpu.product": plan.gpu.product_label,
-                     **s.cluster.node_selector}
+    node_selector = gpu_node_selector(plan)
     src = s.model.source
     return dict(
         d=plan, engine=s.engine, node_selector=node_selector, tolerations=[t.to_k8s() for t in s.cluster.tolerations],

@@ -76,3 +76,18 @@ def test_an_unknown_flag_fails_the_contract():
     assert res["argv"]["bad"]["ok"] is False
     assert "--no-such-flag" in res["argv"]["bad"]["error"]
     assert res["unknown_env"] == ["VLLM_NO_SUCH_VARIABLE"]
+
+
+def test_revision_lease_and_kv_dtype_parse_as_vllm_reads_them():
+    """The flags issue #11 added, read back by vLLM 0.33.0's own parser on a decode leader."""
+    cr = load(EXAMPLES / "qwen35-397b-4xdep2-1xdep8-cc4096.yaml")
+    cr["spec"]["model"]["revision"] = "main"
+    cr["spec"]["kvTransfer"] = {"leaseSeconds": 300}
+    leader = next(p for p in plan_of(cr).decode.pods if p.group_role == "leader")
+    res = check({"leader": list(leader.argv)})["argv"]["leader"]
+    assert res["ok"], res.get("error")
+    a = res["args"]
+    assert a["revision"] == "main" and a["tokenizer_revision"] == "main" and a["kv_cache_dtype"] == "fp8"
+    kv = a["kv_transfer_config"]
+    kv = json.loads(kv) if isinstance(kv, str) else kv
+    assert kv["kv_connector_extra_config"]["kv_lease_duration"] == 300 and kv["kv_load_failure_policy"] == "fail"

@@ -178,7 +178,7 @@ def test_ambiguous_unknown_and_end_of_options_are_refused(seed_cr, args, message
     (["--block-size", "32"], ["--block_size=64"]),
     (["-q", "fp8"], ["--quantization", "modelopt_fp4"]),
     (["--block-si", "32"], []),
-    (["--revision=abc"], ["--revisio", "def"]),
+    (["--tokenizer=a/b"], ["--tokenizer", "c/d"]),
     # dotted JSON keys are merged into the option's value as vLLM's parser merges them
     (["--hf-overrides.num_hidden_layers", "1"], ["--hf-overrides.num_hidden_layers", "2"]),
     (["--hf-overrides.a=1"], ["--hf-overrides.b=1"]),
@@ -230,3 +230,47 @@ def test_single_dash_dotted_aliases_of_owned_flags_are_refused_on_every_profile(
     seed_cr["spec"]["decode"]["extraArgs"] = [arg, "8"] if "=" not in arg else [arg]
     [(f, msg)] = _errors(seed_cr)
     assert f == "spec.decode.extraArgs[0]" and "owned by qdd" in msg
+
+
+def test_kv_cache_dtype_is_resolved_and_rendered_on_every_pod(seed_cr):
+    """Never `auto`: the seed's NVFP4 checkpoint declares FP8 KV, which vLLM 0.33 would pick silently."""
+    plan = plan_of(seed_cr)
+    assert plan.kv_cache_dtype == "fp8" and plan.kv_cache_dtype_source.startswith("checkpoint: ModelOpt NVFP4")
+    assert {p.argv[p.argv.index("--kv-cache-dtype") + 1] for p in plan.prefill.pods + plan.decode.pods} == {"fp8"}
+    seed_cr["spec"]["prefill"]["tuning"] = {"kvCacheDtype": "bfloat16"}
+    seed_cr["spec"]["decode"]["tuning"] = {"kvCacheDtype": "bfloat16"}
+    seed_cr["spec"]["workload"]["concurrency"] = 2048  # twice the bytes per token: about 2,860 fit one DEP8
+    plan = plan_of(seed_cr)
+    assert plan.kv_cache_dtype == "bfloat16" and plan.capacity.layout.kv_dtype == "bfloat16"
+    assert plan.kv_cache_dtype_source == "spec.{prefill,decode}.tuning.kvCacheDtype"
+
+
+@pytest.mark.parametrize(("spec", "field", "words"), [
+    ({"kvTransfer": {"loadFailurePolicy": "recompute"}}, "spec.kvTransfer.loadFailurePolicy", "vllm#49250"),
+    ({"prefill": {"tuning": {"kvCacheDtype": "nvfp4"}}, "decode": {"tuning": {"kvCacheDtype": "nvfp4"}}},
+     "spec.decode.tuning.kvCacheDtype", "vllm#55673"),
+])
+def test_silent_wrong_output_settings_are_refused(seed_cr, spec, field, words):
+    for k, v in spec.items():
+        for kk, vv in v.items():
+            seed_cr["spec"].setdefault(k, {})[kk] = vv
+    [(f, msg)] = _errors(seed_cr)
+    assert f == field and words in msg
+
+
+def test_lease_and_revision_are_rendered_identically_on_every_pod(seed_cr):
+    import json
+
+    seed_cr["spec"]["kvTransfer"] = {"leaseSeconds": 300}
+    seed_cr["spec"]["model"]["revision"] = "0123abc"
+    plan = plan_of(seed_cr)
+    for pod in plan.prefill.pods + plan.decode.pods:
+        kv = json.loads(pod.argv[pod.argv.index("--kv-transfer-config") + 1])
+        assert kv["kv_connector_extra_config"]["kv_lease_duration"] == 300 and kv["kv_load_failure_policy"] == "fail"
+        assert pod.argv[pod.argv.index("--revision") + 1] == pod.argv[pod.argv.index("--tokenizer-revision") + 1] == "0123abc"
+    assert not [w for w in plan.warnings if "revision" in w]
+    seed_cr["spec"]["model"].pop("revision")
+    assert [w for w in plan_of(seed_cr).warnings if "spec.model.revision is unset" in w]
+    seed_cr["spec"]["decode"]["extraArgs"] = ["--revision", "x"]
+    [(f, msg)] = _errors(seed_cr)
+    assert f == "spec.decode.extraArgs[0]" and "set spec.model.revision instead" in msg

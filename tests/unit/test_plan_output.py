@@ -33,6 +33,8 @@ def test_json_has_the_predicted_capacity_and_rank_budget(plan_json):
     assert rank["kvCacheBytes"] == (rank["usableBytes"] - rank["weightBytes"] - rank["activationBytes"]
                                     - rank["cudaGraphBytes"] - rank["nonTorchBytes"])
     assert round(rank["weightBytes"] / 1e9, 1) == 46.8
+    assert cache["kvCacheDtypeSource"].startswith("checkpoint: ModelOpt NVFP4 exports")
+    del cache["kvCacheDtypeSource"]
     assert cache == {"kvCacheDtype": "fp8", "kvBytesPerToken": 15_360, "gdnStateBytesPerRequest": 97_689_600,
                      "blockSize": 2_128, "pageBytes": 2_179_072, "layersPerGroup": 15, "attentionGroups": 1,
                      "gdnGroups": 3}
@@ -46,7 +48,8 @@ def test_seed_prediction_is_near_where_the_seed_ran_out(plan_json):
     dc = plan_json["decodeCapacity"]
     assert abs(dc["predicted"] - 5120) <= dc["tolerance"] * 5120
     assert dc["endpointsNeeded"] == (1 if dc["predicted"] >= 5120 else 2)
-    assert len(plan_json["warnings"]) == (0 if dc["predicted"] >= 5120 else 1)
+    tight = [w for w in plan_json["warnings"] if "predicted decode capacity" in w]
+    assert len(tight) == (0 if dc["predicted"] >= 5120 else 1)
 
 
 def test_json_roles(plan_json):

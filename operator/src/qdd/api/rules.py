@@ -107,6 +107,20 @@ SPEC_RULES: list[Rule] = [
                 "collide); the default is 8000",
         check=lambda s: s.router.port != ROUTER_METRICS_PORT,
     ),
+    Rule(
+        cel="self.kvTransfer.loadFailurePolicy != 'recompute'",
+        field=".kvTransfer.loadFailurePolicy",
+        message=("loadFailurePolicy recompute is unsafe for hybrid (GDN) models: it gives deterministic wrong output "
+                 "when blocks are shared (vllm#49250) and silently redoes the prefill on decode; use fail (the default)"),
+        check=lambda s: s.kv_transfer.load_failure_policy != "recompute",
+    ),
+    Rule(
+        cel="self.prefill.tuning.kvCacheDtype != 'nvfp4' && self.decode.tuning.kvCacheDtype != 'nvfp4'",
+        field=".decode.tuning.kvCacheDtype",
+        message=("nvfp4 KV cache gives wrong output for Qwen3.5 on vLLM 0.33 (about 5% GSM8K with the FlashInfer TRT-LLM "
+                 "backend, vllm#55673, HTTP 200 all the same): use fp8 or bfloat16"),
+        check=lambda s: "nvfp4" not in (s.prefill.tuning.kv_cache_dtype, s.decode.tuning.kv_cache_dtype),
+    ),
     *_roles_rules(),
 ]
 

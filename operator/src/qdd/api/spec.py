@@ -14,11 +14,11 @@ from pydantic import Field, model_validator
 from .base import ApiModel, cel
 from .rules import SPEC_RULES, cel_rules
 from .types import (ALL2ALL, ARCH_NAME, ENV_NAME, FIELD_PATH, HOST, IDENTIFIER, MAX_CONCURRENCY, MAX_TOKENS,
-                    MODEL_PATH, SECRET_KEY, SERVED_NAME, SUB_PATH, UCX_TLS, VERSION, EnvValue, ExtraArg, Image,
+                    MODEL_PATH, REVISION, SECRET_KEY, SERVED_NAME, SUB_PATH, UCX_TLS, VERSION, EnvValue, ExtraArg, Image,
                     LabelKey, LabelValue, ObjectName, Quantity)
 
 NixlBackend = Literal["UCX", "LIBFABRIC", "GDS", "MOONCAKE"]
-KVCacheDtype = Literal["auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2"]
+KVCacheDtype = Literal["auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "nvfp4"]
 MambaDtype = Literal["auto", "bfloat16", "float16", "float32"]
 
 
@@ -71,6 +71,7 @@ class ModelSpec(ApiModel):
     name: str = Field(min_length=1, max_length=256, pattern=MODEL_PATH, description="HF model id or path, passed to `vllm serve` (e.g. nvidia/Qwen3.5-397B-A17B-NVFP4). Must be identical on prefill and decode.")
     served_model_name: str | None = Field(None, max_length=256, pattern=SERVED_NAME, description="Name clients send in requests (--served-model-name). Default: the last part of name.")
     architecture: ArchitectureSpec | None = Field(None, description="Inline architecture numbers for a model the catalog lacks.")
+    revision: str | None = Field(None, max_length=128, pattern=REVISION, description="Model repository revision (a commit, tag or branch), rendered as --revision and --tokenizer-revision on every engine pod. Unset: a status warning (prefill and decode may load different weights after an upstream update; the NIXL handshake does not check revisions).")
     quantization: Literal["auto", "nvfp4", "fp8", "bfloat16"] = Field("auto", description="How the checkpoint stores its weights (sizes the memory model). auto: from the name's suffix (-NVFP4, -FP8), else bfloat16.")
     source: ModelSourceSpec | None = Field(None, description="Where the weights come from. Default: the engine image or its own download.")
 
@@ -146,7 +147,7 @@ class EnvVar(ApiModel):
 
 class RoleTuning(ApiModel):
     async_scheduling: bool | None = Field(None, description="--async-scheduling. Default: on where the engine profile has the P/D async-scheduling race fixes (vLLM #45357, #48481), off otherwise.")
-    kv_cache_dtype: KVCacheDtype = Field("auto", description="--kv-cache-dtype. Must match between roles.")
+    kv_cache_dtype: KVCacheDtype = Field("auto", description="--kv-cache-dtype, rendered explicitly on every engine pod. auto: what the checkpoint declares (qdd resolves it at plan time and shows it in status.plan). Must match between roles. nvfp4 is refused on vLLM 0.33 (wrong output, vllm#55673).")
     mamba_ssm_cache_dtype: MambaDtype = Field("bfloat16", description="--mamba-ssm-cache-dtype (GDN state). bfloat16 halves GDN state vs the config's float32. Must match between roles.")
     prefix_caching: bool = Field(False, description="--enable-prefix-caching. Must stay false: hybrid models over NIXL crash decode with it.")
     language_model_only: bool = Field(True, description="--language-model-only: text only; enables the fused QK-norm+RoPE+gate path.")
@@ -249,7 +250,8 @@ class KVTransferSpec(ApiModel):
     connector: Literal["NixlConnector"] = Field("NixlConnector", description="KV connector (kv_connector).")
     side_channel_port: int = Field(5600, ge=1024, le=65000, description="VLLM_NIXL_SIDE_CHANNEL_PORT base; each engine core listens on base + its global DP rank.")
     side_channel_host: str | None = Field(None, max_length=253, pattern=HOST, description="Override of VLLM_NIXL_SIDE_CHANNEL_HOST. Default: the pod IP (downward API). Never 0.0.0.0 or localhost.")
-    load_failure_policy: Literal["fail", "recompute"] = Field("fail", description="kv_load_failure_policy.")
+    load_failure_policy: Literal["fail", "recompute"] = Field("fail", description="kv_load_failure_policy, rendered explicitly. recompute is refused: unsafe for hybrid models (vllm#49250) and silently slow.")
+    lease_seconds: int = Field(120, ge=30, le=3600, description="NIXL KV lease (kv_connector_extra_config.kv_lease_duration), seconds prefill holds a request's blocks for decode to read. vLLM's default is 30; a late read returns HTTP 200 with garbage.")
     backends: list[NixlBackend] = Field(default_factory=_ucx_only, max_length=4, json_schema_extra={"default": ["UCX"]}, description="NIXL backends (kv_connector_extra_config.backends).")
     ucx: UCXSpec = Field(default_factory=UCXSpec, json_schema_extra={"default": {}}, description="UCX transport settings of every P/D pod.")
     preflight: PreflightSpec = Field(default_factory=PreflightSpec, json_schema_extra={"default": {}}, description="KV-transfer preflight Jobs (one serve/fetch pair per decode endpoint).")

@@ -35,6 +35,8 @@ class PlanSummary(ApiModel):
     decode_capacity: int | None = Field(None, description="Predicted concurrent requests the decode endpoints hold.")
     kv_block_size: int | None = Field(None, description="Hybrid attention block size, tokens.")
     nodes: int | None = Field(None, description="Nodes the engine pods need (at least).")
+    kv_cache_dtype: str | None = Field(None, description="--kv-cache-dtype every engine pod runs with (resolved; never auto).")
+    kv_cache_dtype_source: str | None = Field(None, description="Where kvCacheDtype comes from: the spec, or what the checkpoint declares.")
 
 
 class KVTransferStatus(ApiModel):
@@ -56,5 +58,6 @@ class QwenDisaggDeploymentStatus(ApiModel):
     replicas: int | None = Field(None, description="Prefill endpoints that exist (the scale subresource's status replicas).")
     selector: str | None = Field(None, description="Label selector of prefill pods (the scale subresource's selector).")
     plan: PlanSummary | None = Field(None, description="Effective sizing.")
+    warnings: list[str] = Field(default_factory=list, description="What the plan accepts but a user should know (an unpinned model revision, a fixed side-channel host, a concurrency near capacity).")
     router_endpoint: str | None = Field(None, description="In-cluster URL of the router.")
     kv_transfer: KVTransferStatus | None = Field(None, description="KV-transfer preflight result.")

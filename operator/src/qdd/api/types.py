@@ -33,6 +33,8 @@ SUB_PATH = rf"^{_SEGMENT}(/({_SEGMENT})?)*$"
 SERVED_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.:/+-]*$"
 VERSION = r"^v?[0-9]+\.[0-9]+\.[0-9]+([.+-][A-Za-z0-9.]+)?$"
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
+REVISION = r"^[A-Za-z0-9][A-Za-z0-9._/-]*$"
+"""A git revision of the model repository: a commit hash, a tag or a branch name."""
 ARCH_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 HOST = r"^[A-Za-z0-9:]([A-Za-z0-9.:-]*[A-Za-z0-9:])?$|^\[[0-9A-Fa-f:.]+\]$"
 """A host name or an IPv4/IPv6 address (bracketed or bare)."""
@@ -75,6 +77,7 @@ PATTERN_HELP: dict[str, str] = {
     SERVED_NAME: "letters, digits and '_', '.', ':', '/', '+', '-'",
     VERSION: "a vLLM version such as 0.33.0",
     IDENTIFIER: "a Python class name (config.json architectures[0])",
+    REVISION: "a commit hash, tag or branch of the model repository",
     ARCH_NAME: "letters, digits, '_', '.', '-'",
     HOST: "a host name or an IP address",
     UCX_TLS: "a comma-separated UCX transport list such as cuda_copy,cuda_ipc,tcp (optionally starting with '^')",

@@ -145,19 +145,27 @@ class Checkpoint:
     ModelOpt NVFP4 exports quantize the routed experts and keep GDN, attention, embeddings and
     LM head in bf16 (this reproduces the ≈217 GB experts + ≈20 GB of docs/facts/memory-model.md).
     ``kv_cache_dtype_auto``: what vLLM's ``--kv-cache-dtype auto`` resolves to: the checkpoint's
-    ``kv_cache_quant_algo`` when it has one (ModelOpt NVFP4 exports: FP8), else the model dtype.
+    ``kv_cache_quant_algo`` when it has one (ModelOpt NVFP4 exports: FP8), else the model dtype
+    (vllm/utils/torch_utils.py, resolve_kv_cache_dtype_string). ``kv_cache_dtype_source`` says
+    where that record comes from, and whether it is verified against the checkpoint itself.
     """
 
     architecture: Architecture
     expert_dtype: str
     dense_dtype: str
     kv_cache_dtype_auto: str
+    kv_cache_dtype_source: str = ""
 
     def expert_weight_bytes(self) -> int:
         return math.ceil(self.architecture.expert_params * DTYPE_BYTES[self.expert_dtype])
 
     def non_expert_weight_bytes(self) -> int:
         return math.ceil(self.architecture.non_expert_params * DTYPE_BYTES[self.dense_dtype])
+
+
+KV_FROM_MODELOPT_NVFP4 = ("checkpoint: ModelOpt NVFP4 exports of Qwen3.x declare kv_cache_quant_algo FP8, which vLLM "
+                          "0.33 resolves 'auto' to (unverified for this checkpoint: set tuning.kvCacheDtype to be sure)")
+KV_FROM_MODEL_DTYPE = "checkpoint: no KV cache quantization declared, so the model dtype (config.json torch_dtype)"
 
 
 class UnknownModelError(LookupError):
@@ -198,7 +206,10 @@ def resolve_checkpoint(model: str, architecture: Architecture | None = None, qua
     if quantization != "auto":
         precision = {"bfloat16": "bf16"}.get(quantization, quantization)
     if precision == "nvfp4":
-        return Checkpoint(arch, expert_dtype="nvfp4", dense_dtype="bfloat16", kv_cache_dtype_auto="fp8")
+        return Checkpoint(arch, expert_dtype="nvfp4", dense_dtype="bfloat16", kv_cache_dtype_auto="fp8",
+                          kv_cache_dtype_source=KV_FROM_MODELOPT_NVFP4)
     if precision == "fp8":
-        return Checkpoint(arch, expert_dtype="fp8", dense_dtype="fp8", kv_cache_dtype_auto="bfloat16")
-    return Checkpoint(arch, expert_dtype="bfloat16", dense_dtype="bfloat16", kv_cache_dtype_auto="bfloat16")
+        return Checkpoint(arch, expert_dtype="fp8", dense_dtype="fp8", kv_cache_dtype_auto="bfloat16",
+                          kv_cache_dtype_source=KV_FROM_MODEL_DTYPE)
+    return Checkpoint(arch, expert_dtype="bfloat16", dense_dtype="bfloat16", kv_cache_dtype_auto="bfloat16",
+                      kv_cache_dtype_source=KV_FROM_MODEL_DTYPE)

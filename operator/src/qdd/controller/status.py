@@ -236,7 +236,11 @@ def _plan_status(plan: Plan, name: str, ns: str, kv: Verdict | None, obs: Observ
         "decodeCapacity": s["decodeCapacity"]["predicted"],
         "kvBlockSize": s["decodeCapacity"]["cache"]["blockSize"],
         "nodes": plan.min_nodes,
+        "kvCacheDtype": plan.kv_cache_dtype,
+        "kvCacheDtypeSource": plan.kv_cache_dtype_source,
     }}
+    if plan.warnings:
+        out["warnings"] = list(plan.warnings)
     if plan.router.replicas > 0:
         out["routerEndpoint"] = f"http://{names.router(name)}.{ns}.svc:{plan.router.port}"
     if kv is not None:
@@ -280,7 +284,7 @@ def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs
         status.update(_plan_status(plan, name, meta.get("namespace") or "default", kv, obs))
     else:
         # Nothing is applied or pruned for an invalid spec: what described the children still holds.
-        for k in ("plan", "routerEndpoint", "kvTransfer"):
+        for k in ("plan", "routerEndpoint", "kvTransfer", "warnings"):
             if (cr.get("status") or {}).get(k) is not None:
                 status[k] = cr["status"][k]
     return drop_none(status)

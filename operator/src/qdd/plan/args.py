@@ -174,7 +174,7 @@ def check_extra(role: str, spec: RoleSpec, profile_version: str = "0.33.0") -> l
 
 # Flags qdd does not own but whose values must be equal on prefill and decode: the NIXL handshake
 # of hybrid models compares them, or the transferred bytes are laid out differently (docs/facts/vllm-flags.md).
-MUST_MATCH_FLAGS = ("block-size", "dtype", "mamba-cache-dtype", "quantization", "revision", "attention-backend",
+MUST_MATCH_FLAGS = ("block-size", "dtype", "mamba-cache-dtype", "quantization", "attention-backend",
                     "attention-config", "hf-overrides", "tokenizer")
 """``attention-config`` carries the backend too (``--attention-config.backend``; vllm/engine/arg_utils.py)."""
 
@@ -244,14 +244,16 @@ def check_roles_match(prefill: RoleSpec, decode: RoleSpec) -> list[FieldError]:
     return errors
 
 
-def kv_transfer_config(kv_role: str, load_failure_policy: str, backends: list[str]) -> str:
-    """--kv-transfer-config JSON (vllm/config/kv_transfer.py, KVTransferConfig); compact, sorted keys."""
+def kv_transfer_config(kv_role: str, load_failure_policy: str, backends: list[str], lease_seconds: int) -> str:
+    """--kv-transfer-config JSON (vllm/config/kv_transfer.py, KVTransferConfig); compact, sorted keys.
+    ``kv_lease_duration``: seconds prefill keeps a request's blocks for decode (NixlConnector's
+    scheduler, nixl/base_scheduler.py; default 30 there)."""
     cfg = {
         "kv_connector": "NixlConnector",
         "kv_role": kv_role,
         "kv_buffer_device": "cuda",
         "kv_load_failure_policy": load_failure_policy,
-        "kv_connector_extra_config": {"backends": list(backends)},
+        "kv_connector_extra_config": {"backends": list(backends), "kv_lease_duration": lease_seconds},
     }
     return json.dumps(cfg, sort_keys=True, separators=(",", ":"))
 

@@ -155,6 +155,9 @@ class _Resolved:
     profile: EngineProfile
     gpus_per_node: int
     served: str
+    kv_cache_dtype: str
+    """What every engine pod renders as --kv-cache-dtype: the spec's, or what the checkpoint declares."""
+    kv_cache_dtype_source: str
 
 
 def _resolve(spec: QwenDisaggDeploymentSpec) -> _Resolved:
@@ -175,7 +178,14 @@ def _resolve(spec: QwenDisaggDeploymentSpec) -> _Resolved:
     if errors:
         raise SpecError(errors)
     served = spec.model.served_model_name or spec.model.name.rstrip("/").split("/")[-1]
-    return _Resolved(ckpt, gpu, profile, spec.cluster.gpus_per_node or gpu.gpus_per_node, served)
+    asked = spec.decode.tuning.kv_cache_dtype  # equal on both roles (a rule of the API)
+    kv_dtype, kv_source = ((ckpt.kv_cache_dtype_auto, ckpt.kv_cache_dtype_source) if asked == "auto" else
+                           (asked, "spec.{prefill,decode}.tuning.kvCacheDtype"))
+    if kv_dtype == "nvfp4":
+        raise SpecError.one("spec.decode.tuning.kvCacheDtype",
+                            "the checkpoint declares an nvfp4 KV cache, which gives wrong output for Qwen3.5 on vLLM 0.33 "
+                            "(vllm#55673): set kvCacheDtype fp8 or bfloat16 on both roles")
+    return _Resolved(ckpt, gpu, profile, spec.cluster.gpus_per_node or gpu.gpus_per_node, served, kv_dtype, kv_source)
 
 
 def _decode_sizing_errors(spec: QwenDisaggDeploymentSpec, s: RoleSizing) -> list[FieldError]:
@@ -228,7 +238,8 @@ def _role(plan_name: str, namespace: str, role: str, spec: QwenDisaggDeploymentS
     kv_role = profile.kv_role_prefill if role == "prefill" else profile.kv_role_decode
     kv = spec.kv_transfer
     ctx = RoleContext(spec, rs, profile, role_sizing, kv_role, async_on,
-                      kv_transfer_config(kv_role, kv.load_failure_policy, list(kv.backends)), r.served)
+                      kv_transfer_config(kv_role, kv.load_failure_policy, list(kv.backends), kv.lease_seconds), r.served,
+                      r.kv_cache_dtype)
     first, after = [_model_arg(spec), *role_flags(ctx, first=True)], [*role_flags(ctx, first=False), *rs.extra_args]
     env = tuple(_common_env(spec, r.gpu) + extra_env(rs))
     dp_local = t.data_parallel // pods_per
@@ -257,7 +268,7 @@ def _capacity(spec: QwenDisaggDeploymentSpec, r: _Resolved, decode: RolePlan,
               s: RoleSizing) -> tuple[DecodeCapacity, list[FieldError], list[str]]:
     """The predicted decode capacity, and the error or warning it gives against the concurrency."""
     d, w = spec.decode, spec.workload
-    layout = cache_layout(r.checkpoint, d.topology.tensor_parallel, d.tuning.kv_cache_dtype, d.tuning.mamba_ssm_cache_dtype,
+    layout = cache_layout(r.checkpoint, d.topology.tensor_parallel, r.kv_cache_dtype, d.tuning.mamba_ssm_cache_dtype,
                           r.profile)
     budget = rank_budget(r.checkpoint, r.gpu, d.topology.data_parallel, d.topology.tensor_parallel,
                          d.topology.expert_parallel, decode.gpu_memory_utilization, s.max_num_batched_tokens,
@@ -322,6 +333,9 @@ def build_plan(resource: Resource) -> Plan:
     decode, decode_errors = _role(resource.name, resource.namespace, "decode", spec, r, decode_sizing)
     cap, cap_errors, warnings = _capacity(spec, r, decode, decode_sizing)
     errors += prefill_errors + decode_errors + cap_errors + _placement_errors(spec, r, prefill, decode)
+    if spec.model.revision is None:
+        warnings.append("spec.model.revision is unset: prefill and decode may load different weights after an upstream "
+                        "update, and the NIXL handshake does not check revisions (vllm#55776); pin a commit")
     if spec.kv_transfer.side_channel_host:
         warnings.append("kvTransfer.sideChannelHost is fixed: every engine pod advertises "
                         f"{spec.kv_transfer.side_channel_host}; only correct when that address reaches each pod "
@@ -330,6 +344,7 @@ def build_plan(resource: Resource) -> Plan:
         raise SpecError(errors)
     compute_domain = r.gpu.multi_node_nvlink if spec.cluster.compute_domain is None else spec.cluster.compute_domain
     return Plan(name=resource.name, namespace=resource.namespace, spec=spec, checkpoint=r.checkpoint, gpu=r.gpu,
-                profile=r.profile, served_model_name=r.served, prefill=prefill, decode=decode,
+                profile=r.profile, served_model_name=r.served, kv_cache_dtype=r.kv_cache_dtype,
+                kv_cache_dtype_source=r.kv_cache_dtype_source, prefill=prefill, decode=decode,
                 router=router_plan(resource.name, resource.namespace, spec), capacity=cap,
                 compute_domain=compute_domain, gpus_per_node=r.gpus_per_node, warnings=tuple(warnings))

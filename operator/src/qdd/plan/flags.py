@@ -38,6 +38,7 @@ class RoleContext:
     async_scheduling: bool
     kv_transfer_config: str
     served_model_name: str
+    kv_cache_dtype: str
 
 
 @dataclass(frozen=True)
@@ -100,8 +101,9 @@ ENGINE_FLAGS: tuple[Flag, ...] = (
          render=_value("stream-interval", lambda c: _tuning(c).stream_interval), value=int),
     Flag("mamba-ssm-cache-dtype", "tuning.mambaSsmCacheDtype", "GDN state bytes must be laid out alike on both roles",
          must_match=True, render=_value("mamba-ssm-cache-dtype", lambda c: _tuning(c).mamba_ssm_cache_dtype), value=str),
-    Flag("kv-cache-dtype", "tuning.kvCacheDtype", "KV bytes must be laid out alike on both roles", must_match=True,
-         render=_value("kv-cache-dtype", lambda c: None if _tuning(c).kv_cache_dtype == "auto" else _tuning(c).kv_cache_dtype), value=str),
+    Flag("kv-cache-dtype", "tuning.kvCacheDtype", "KV bytes must be laid out alike on both roles; never auto, which "
+         "silently takes the checkpoint's (FP8 for ModelOpt NVFP4 exports)", must_match=True,
+         render=lambda c: ["--kv-cache-dtype", c.kv_cache_dtype], value=str),
     Flag("language-model-only", "tuning.languageModelOnly", "text only; the fused QK-norm+RoPE+gate path",
          render=_bare("language-model-only", lambda c: _tuning(c).language_model_only), value=bool),
     Flag("max-num-batched-tokens", "tuning.maxNumBatchedTokens", "sized from the workload (qdd.plan.sizing)",
@@ -117,7 +119,11 @@ ENGINE_FLAGS: tuple[Flag, ...] = (
                        else _tuning(c).gdn_prefill_backend), value=str),
     Flag("all2all-backend", "tuning.all2allBackend", "one of vLLM's backends, checked per engine version",
          render=_value("all2all-backend", lambda c: _tuning(c).all2all_backend), value=str),
-    Flag("kv-transfer-config", "spec.kvTransfer", "connector, kv_role and load-failure policy of the NIXL transfer",
+    Flag("revision", "spec.model.revision", "the handshake does not compare revisions: both roles must load one",
+         must_match=True, render=lambda c: ["--revision", c.spec.model.revision] if c.spec.model.revision else []),
+    Flag("tokenizer-revision", "spec.model.revision", "the tokenizer of the same revision as the weights", must_match=True,
+         render=lambda c: ["--tokenizer-revision", c.spec.model.revision] if c.spec.model.revision else []),
+    Flag("kv-transfer-config", "spec.kvTransfer", "connector, kv_role, load-failure policy and lease of the NIXL transfer",
          render=lambda c: ["--kv-transfer-config", c.kv_transfer_config]),
     Flag("host", "(owned: engines listen on all pod addresses)", "Services reach the pod IP"),
     Flag("model", "spec.model.name", "the positional model, identical on both roles"),

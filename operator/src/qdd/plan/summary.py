@@ -41,7 +41,7 @@ def summary(plan: Plan) -> dict[str, Any]:
                      "usableBytes": b.usable_bytes, "weightBytes": b.weight_bytes, "activationBytes": b.activation_bytes,
                      "cudaGraphBytes": b.cuda_graph_bytes, "nonTorchBytes": b.non_torch_bytes,
                      "kvCacheBytes": b.cache_bytes},
-            "cache": {"kvCacheDtype": lay.kv_dtype, "kvBytesPerToken": lay.kv_bytes_per_token,
+            "cache": {"kvCacheDtype": lay.kv_dtype, "kvCacheDtypeSource": plan.kv_cache_dtype_source, "kvBytesPerToken": lay.kv_bytes_per_token,
                       "gdnStateBytesPerRequest": lay.gdn_bytes_per_layer * plan.checkpoint.architecture.num_gdn_layers,
                       "blockSize": lay.block_size, "pageBytes": lay.page_bytes, "layersPerGroup": lay.layers_per_group,
                       "attentionGroups": lay.attn_groups, "gdnGroups": lay.gdn_groups},

@@ -121,6 +121,10 @@ class Plan:
     gpu: GPUKind
     profile: EngineProfile
     served_model_name: str
+    kv_cache_dtype: str
+    """--kv-cache-dtype of every engine pod, resolved at plan time (never auto)."""
+    kv_cache_dtype_source: str
+    """Where it comes from: the spec, or the checkpoint's record in the catalog."""
     prefill: RolePlan
     decode: RolePlan
     router: RouterPlan

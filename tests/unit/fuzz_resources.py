@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 MODELS = ["Qwen3.5-397B-A17B", "Qwen3.5-122B-A10B", "Qwen3.5-35B-A3B", "Qwen3.5-27B", "Qwen3-Next-80B-A3B"]
-HARMLESS_ARGS = [["--enable-eplb"], ["--max-model-len", "9216"], ["--enforce-eager"], ["--block-size", "32"],
+HARMLESS_ARGS = [["--enable-eplb"], ["--max-logprobs", "5"], ["--enforce-eager"], ["--block-size", "32"],
                  ["--block_size=32"], ["-q", "fp8"], ["--seed", "1"], ["--disable-log-stats"]]
 OWNED_SPELLINGS = [["--asy"], ["-tp", "2"], ["--head"], ["-n2"], ["--max_num_seqs=8"], ["--no-enable-prefix"],
                    ["--kv-transfer-config.kv_role", "kv_both"], ["-as", "1"], ["--port=9000"]]

@@ -23,7 +23,7 @@ def test_owned_flags_are_seen_through_every_spelling(arg, owned):
     assert owned_flag(arg) == owned
 
 
-@pytest.mark.parametrize("arg", ["--enable-eplb", "--max-model-len", "-pp", "--dp", "3", "",
+@pytest.mark.parametrize("arg", ["--enable-eplb", "--max-logprobs", "-pp", "--dp", "3", "",
                                  '{"max_cudagraph_capture_size": 64}', "--eplb-config.window_size", "--no-enable-eplb"])
 def test_other_arguments_are_not_owned(arg):
     assert owned_flag(arg) is None
@@ -48,7 +48,7 @@ def test_owned_flag_error_points_to_the_field(seed_cr):
 
 
 def test_flag_and_value_in_one_element_is_refused(seed_cr):
-    seed_cr["spec"]["prefill"]["extraArgs"] = ["--max-model-len 10240"]
+    seed_cr["spec"]["prefill"]["extraArgs"] = ["--max-logprobs 10"]
     [(field, msg)] = _errors(seed_cr)
     assert field == "spec.prefill.extraArgs[0]" and "two list items" in msg
 
@@ -66,11 +66,11 @@ def test_extra_env_that_would_contradict_or_duplicate_is_refused(seed_cr, env, f
 
 
 def test_extra_args_and_env_are_appended_in_order(seed_cr):
-    seed_cr["spec"]["prefill"]["extraArgs"] = ["--enable-eplb", "--max-model-len", "10240"]
+    seed_cr["spec"]["prefill"]["extraArgs"] = ["--enable-eplb", "--max-logprobs", "10"]
     seed_cr["spec"]["prefill"]["extraEnv"] = [{"name": "NCCL_DEBUG", "value": "WARN"},
                                               {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
     pod = plan_of(seed_cr).prefill.pods[0]
-    assert pod.argv[-3:] == ("--enable-eplb", "--max-model-len", "10240")
+    assert pod.argv[-3:] == ("--enable-eplb", "--max-logprobs", "10")
     assert [e.to_k8s() for e in pod.env[-2:]] == [
         {"name": "NCCL_DEBUG", "value": "WARN"},
         {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
@@ -163,7 +163,7 @@ def test_headless_prefix_on_a_leader_is_refused(seed_cr):
 @pytest.mark.parametrize(("args", "message"), [
     (["--max-num"], "--max-num is ambiguous in vLLM 0.33.0's parser, which refuses it (--max-num-active-seqs"),
     (["--enable-eplb", "true"], "'true' is neither an option nor the value of the one before it"),
-    (["--max-model-len"], "--max-model-len needs a value"),
+    (["--max-logprobs"], "--max-logprobs needs a value"),
     (["--enable-lo"], "--enable-lo is ambiguous in vLLM 0.33.0's parser"),
     (["--not-a-flag"], "--not-a-flag is not a `vllm serve` option of vLLM 0.33.0"),
     (["--"], "'--' would end vLLM's options"),
@@ -274,3 +274,17 @@ def test_lease_and_revision_are_rendered_identically_on_every_pod(seed_cr):
     seed_cr["spec"]["decode"]["extraArgs"] = ["--revision", "x"]
     [(f, msg)] = _errors(seed_cr)
     assert f == "spec.decode.extraArgs[0]" and "set spec.model.revision instead" in msg
+
+
+def test_one_context_length_on_both_roles(seed_cr):
+    plan = plan_of(seed_cr)  # isl 8192 + osl 1024
+    assert {p.argv[p.argv.index("--max-model-len") + 1] for p in plan.prefill.pods + plan.decode.pods} == {"9216"}
+    seed_cr["spec"]["workload"]["maxModelLen"] = 16384
+    plan = plan_of(seed_cr)
+    assert {p.argv[p.argv.index("--max-model-len") + 1] for p in plan.prefill.pods + plan.decode.pods} == {"16384"}
+    seed_cr["spec"]["workload"]["maxModelLen"] = 9000
+    assert [f for f, _ in _errors(seed_cr)] == ["spec.workload.maxModelLen"]
+    seed_cr["spec"]["workload"].pop("maxModelLen")
+    seed_cr["spec"]["prefill"]["extraArgs"] = ["--max-model-len", "4096"]
+    [(f, msg)] = _errors(seed_cr)
+    assert f == "spec.prefill.extraArgs[0]" and "spec.workload.maxModelLen" in msg

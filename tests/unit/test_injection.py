@@ -68,7 +68,7 @@ def _base_cr(seed: dict[str, Any]) -> dict[str, Any]:
     s["kvTransfer"]["sideChannelHost"] = "nixl.example"
     s["kvTransfer"]["ucx"] = {"tls": "cuda_copy,cuda_ipc,tcp"}
     for role in ("prefill", "decode"):
-        s[role]["extraArgs"] = ["--max-model-len", "9216"]
+        s[role]["extraArgs"] = ["--max-logprobs", "5"]
         s[role]["extraEnv"] = [
             {"name": "NCCL_DEBUG", "value": "WARN"},
             {"name": "FROM_SECRET", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}},

@@ -97,11 +97,13 @@ def test_other_flags_pass_through_to_extra_args(recipe):
         "gpu-memory-utilization": 0.9, "all2all-backend": "deepep_low_latency"})
     cr = imp(recipe)
     d = cr["spec"]["decode"]
-    assert d["extraArgs"] == ["--enable-eplb", "--max-model-len", "10240", "--cudagraph-capture-sizes", "1", "2", "4",
+    assert d["extraArgs"] == ["--enable-eplb", "--cudagraph-capture-sizes", "1", "2", "4",
                               "--speculative-config", '{"method":"mtp","num_speculative_tokens":1}']
+    assert cr["spec"]["workload"]["maxModelLen"] == 10240  # one context length, set once for both roles
     assert d["tuning"]["gpuMemoryUtilization"] == 0.9 and d["tuning"]["all2allBackend"] == "deepep_low_latency"
     leader = plan_of(cr).decode.pods[0].argv
-    assert leader[-9:] == tuple(d["extraArgs"]) and flag(list(leader), "--gpu-memory-utilization") == "0.9"
+    assert leader[-7:] == tuple(d["extraArgs"]) and flag(list(leader), "--gpu-memory-utilization") == "0.9"
+    assert flag(list(leader), "--max-model-len") == "10240"
 
 
 def test_environment_owned_and_dynamo_dropped_others_kept(recipe):

@@ -19,7 +19,7 @@ from ..conftest import EXAMPLES, load
 from .helpers import plan_of
 
 _TOKEN = re.compile(r"\s*(?:(?P<str>'[^']*')|(?P<num>\b\d+\b)|has\((?P<has>self(?:\.\w+)+)\)|(?P<path>self(?:\.(?!startsWith|lowerAscii)\w+)+)"
-                    r"|(?P<meth>\.startsWith|\.lowerAscii)|(?P<op>&&|\|\||==|!=|!|\(|\)|\[|\]|,|\bin\b))")
+                    r"|(?P<meth>\.startsWith|\.lowerAscii)|(?P<op>&&|\|\||==|!=|>=|<=|!|\+|\(|\)|\[|\]|,|\bin\b))")
 _METHODS = {".startsWith": ".startswith", ".lowerAscii": ".lower"}
 _OPS = {"&&": " and ", "||": " or ", "!": " not ", "in": " in "}
 

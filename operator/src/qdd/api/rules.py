@@ -108,6 +108,12 @@ SPEC_RULES: list[Rule] = [
         check=lambda s: s.router.port != ROUTER_METRICS_PORT,
     ),
     Rule(
+        cel="!has(self.workload.maxModelLen) || self.workload.maxModelLen >= self.workload.isl + self.workload.osl",
+        field=".workload.maxModelLen",
+        message="maxModelLen must hold a whole request of the workload: at least isl + osl (or remove it: that is the default)",
+        check=lambda s: s.workload.max_model_len is None or s.workload.max_model_len >= s.workload.isl + s.workload.osl,
+    ),
+    Rule(
         cel="self.kvTransfer.loadFailurePolicy != 'recompute'",
         field=".kvTransfer.loadFailurePolicy",
         message=("loadFailurePolicy recompute is unsafe for hybrid (GDN) models: it gives deterministic wrong output "

@@ -87,6 +87,7 @@ class WorkloadSpec(ApiModel):
     isl: int = Field(ge=1, le=MAX_TOKENS, description="Input sequence length, tokens (upper bound of the random range).")
     osl: int = Field(ge=1, le=MAX_TOKENS, description="Output sequence length, tokens (upper bound of the random range).")
     random_range_ratio: float = Field(1.0, gt=0, le=1, description="Lengths are uniform in [ratio×L, L] (sa-bench random dataset); 1 = fixed lengths.")
+    max_model_len: int | None = Field(None, ge=1, le=MAX_TOKENS * 2, description="--max-model-len of both roles, tokens (one context length: prefill must not accept what decode refuses, or the reverse). Default: isl + osl. At least isl + osl.")
     concurrency: int = Field(ge=1, le=MAX_CONCURRENCY, description="Concurrent requests the deployment must hold (sizes decode max-num-seqs, CUDA graphs and capacity).")
 
 

@@ -15,7 +15,7 @@ from ..catalog.vllm_options import serve_options
 from ..errors import FieldError, SpecError
 from . import sizing
 from .args import check_extra, check_roles_match, extra_env, kv_transfer_config
-from .flags import RoleContext, role_flags
+from .flags import RoleContext, max_model_len, role_flags
 from .memory import DecodeCapacity, cache_layout, decode_capacity, rank_budget
 from .router import router_plan
 from .sizing import RoleSizing
@@ -321,10 +321,12 @@ def build_plan(resource: Resource) -> Plan:
     spec, w = resource.spec, resource.spec.workload
     r = _resolve(spec)
     errors = check_roles_match(spec.prefill, spec.decode)
-    max_len = r.checkpoint.architecture.max_position_embeddings
-    if w.isl + w.osl > max_len:
-        errors.append(FieldError("spec.workload.osl", f"isl + osl = {w.isl + w.osl} tokens exceeds "
-                                                      f"the model's context of {max_len} (config.json max_position_embeddings)"))
+    max_len, want = r.checkpoint.architecture.max_position_embeddings, max_model_len(spec)
+    if want > max_len:
+        field, what = (("spec.workload.maxModelLen", f"maxModelLen {want} tokens") if w.max_model_len else
+                       ("spec.workload.osl", f"isl + osl = {want} tokens"))
+        errors.append(FieldError(field, f"{what} exceeds the model's context of {max_len} "
+                                        "(config.json max_position_embeddings)"))
     d = spec.decode
     prefill_sizing = sizing.prefill_sizing(spec.prefill.tuning, w.isl)
     decode_sizing = sizing.decode_sizing(d.tuning, r.profile, r.gpu, w.concurrency, d.endpoints, d.topology.data_parallel)

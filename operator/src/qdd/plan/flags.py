@@ -70,6 +70,12 @@ def _bare(name: str, on: Callable[[RoleContext], bool]) -> Callable[[RoleContext
     return lambda c: [f"--{name}"] if on(c) else []
 
 
+def max_model_len(spec: QwenDisaggDeploymentSpec) -> int:
+    """Tokens of context both roles accept: spec.workload.maxModelLen, else isl + osl."""
+    w = spec.workload
+    return w.max_model_len or w.isl + w.osl
+
+
 def _tuning(c: RoleContext):  # noqa: ANN202 — RoleTuning, imported for type checking only
     return c.role_spec.tuning
 
@@ -106,6 +112,9 @@ ENGINE_FLAGS: tuple[Flag, ...] = (
          render=lambda c: ["--kv-cache-dtype", c.kv_cache_dtype], value=str),
     Flag("language-model-only", "tuning.languageModelOnly", "text only; the fused QK-norm+RoPE+gate path",
          render=_bare("language-model-only", lambda c: _tuning(c).language_model_only), value=bool),
+    Flag("max-model-len", "spec.workload.maxModelLen", "one context length on both roles: decode would accept requests "
+         "prefill refuses (hung requests)", must_match=True,
+         render=lambda c: ["--max-model-len", str(max_model_len(c.spec))]),
     Flag("max-num-batched-tokens", "tuning.maxNumBatchedTokens", "sized from the workload (qdd.plan.sizing)",
          render=_value("max-num-batched-tokens", lambda c: c.sizing.max_num_batched_tokens), value=int),
     Flag("max-num-seqs", "tuning.maxNumSeqs", "sized from the workload (qdd.plan.sizing)",

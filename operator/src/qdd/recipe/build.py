@@ -199,8 +199,12 @@ def _spec(b: _Build, recipe: dict[str, Any], image: str) -> dict[str, Any]:
         model["servedModelName"] = _shared(b, "spec.model.servedModelName",
                                            roles["shared"]["spec.model.servedModelName"], "served-model-name")
     b.at("spec.engine.image", "--image")
+    workload = _workload(b, recipe)
+    if "spec.workload.maxModelLen" in roles["shared"]:
+        workload["maxModelLen"] = _shared(b, "spec.workload.maxModelLen", roles["shared"]["spec.workload.maxModelLen"],
+                                          "max-model-len")
     spec = {"model": model, "engine": {"image": image, "vllmVersion": EngineSpec.model_fields["vllm_version"].default},
-            "workload": _workload(b, recipe), "prefill": roles["prefill"], "decode": roles["decode"], "cluster": cluster}
+            "workload": workload, "prefill": roles["prefill"], "decode": roles["decode"], "cluster": cluster}
     return spec | _kv_spec(b, roles["shared"])
 
 

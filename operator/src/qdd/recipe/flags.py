@@ -104,6 +104,8 @@ def _role_flag(b: _Build, out: dict[str, Any], flag: str, value: Any, k: str) ->
             b.error(k, "qdd deploys no pipeline parallelism: use tensor or data parallel")
     elif flag == "served-model-name":
         out["shared"]["spec.model.servedModelName"] = (_num(value, str), k)
+    elif flag == "max-model-len":
+        out["shared"]["spec.workload.maxModelLen"] = (_num(value, int), k)
     elif flag == "kv-transfer-config":
         out["shared"].update({f"spec.kvTransfer.{f}": vk for f, vk in _kv_transfer(b, value, k).items()})
     else:

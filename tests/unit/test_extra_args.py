@@ -288,3 +288,24 @@ def test_one_context_length_on_both_roles(seed_cr):
     seed_cr["spec"]["prefill"]["extraArgs"] = ["--max-model-len", "4096"]
     [(f, msg)] = _errors(seed_cr)
     assert f == "spec.prefill.extraArgs[0]" and "spec.workload.maxModelLen" in msg
+
+
+def test_api_server_count_is_explicit_on_every_http_pod_and_absent_on_headless_ones(seed_cr):
+    plan = plan_of(seed_cr)
+    counts = {(p.role, p.group_role): (p.argv[p.argv.index("--api-server-count") + 1] if "--api-server-count" in p.argv
+                                       else None) for p in plan.prefill.pods + plan.decode.pods}
+    assert counts == {("prefill", "leader"): "2", ("decode", "leader"): "8", ("decode", "worker"): None}
+    seed_cr["spec"]["decode"]["tuning"] = {"apiServerCount": 1}
+    assert "1" == next(p.argv[p.argv.index("--api-server-count") + 1] for p in plan_of(seed_cr).decode.pods
+                       if p.group_role == "leader")
+
+
+def test_engine_temporary_files_on_a_node_local_volume_and_no_fixed_metrics_dir(seed_cr):
+    from .helpers import engine_pod_specs, objects_of
+
+    for _, _, spec in engine_pod_specs(objects_of(seed_cr)):
+        assert {"name": "tmp", "mountPath": "/tmp"} in spec["containers"][0]["volumeMounts"]
+        assert {"name": "tmp", "emptyDir": {}} in spec["volumes"]
+    seed_cr["spec"]["decode"]["extraEnv"] = [{"name": "PROMETHEUS_MULTIPROC_DIR", "value": "/metrics"}]
+    [(f, msg)] = _errors(seed_cr)
+    assert f == "spec.decode.extraEnv[0].name" and "stale metrics" in msg

@@ -26,6 +26,8 @@ OWNED_ENV: dict[str, str] = {
     "HF_TOKEN": "spec.model.source.huggingFace.tokenSecretRef",
     "HF_HOME": "spec.model.source.huggingFace.cachePvc",
     "VLLM_LOGGING_COLOR": "(owned: qdd renders 0)",
+    "PROMETHEUS_MULTIPROC_DIR": "(owned: vLLM makes a fresh one at every start; a fixed one on a volume that outlives "
+                                "the engine serves stale metrics)",
 }
 
 

@@ -222,9 +222,10 @@ def _pod_flags(names_of: tuple[str, str, str], role: str, ep: int, idx: int, pod
         if idx > 0:
             argv += ["--headless", "--data-parallel-start-rank", str(idx * dp_local)]
     if idx == 0:
-        argv += ["--port", str(spec.ports.http)]
-        if rs.tuning.api_server_count is not None:
-            argv += ["--api-server-count", str(rs.tuning.api_server_count)]
+        # Explicit, so the engine version does not decide it: vLLM 0.33's default with internal load
+        # balancing is one API server per DP rank (vllm/entrypoints/cli/serve.py).
+        argv += ["--port", str(spec.ports.http),
+                 "--api-server-count", str(rs.tuning.api_server_count or rs.topology.data_parallel)]
     return argv
 
 

@@ -94,7 +94,8 @@ ENGINE_FLAGS: tuple[Flag, ...] = (
     Flag("data-parallel-start-rank", "(owned: derived from the pod's place in its endpoint)",
          "global DP ranks decide the NIXL side-channel ports"),
     Flag("port", "spec.ports.http", "probes, Services and the router use it"),
-    Flag("api-server-count", "tuning.apiServerCount", "HTTP processes of a leader; unset on headless pods", value=int),
+    Flag("api-server-count", "tuning.apiServerCount", "HTTP processes of a leader, explicit (default: one per DP rank, "
+         "vLLM 0.33's own default); unset on headless pods", value=int),
     Flag("enable-expert-parallel", "topology.expertParallel", "experts sharded over the DP×TP ranks",
          render=_bare("enable-expert-parallel", lambda c: c.role_spec.topology.expert_parallel), value=bool),
     Flag("generation-config", "(owned: 'vllm', the seed's sampling defaults)", "sampling defaults from vLLM, not the checkpoint",

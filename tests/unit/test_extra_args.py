@@ -296,8 +296,8 @@ def test_api_server_count_is_explicit_on_every_http_pod_and_absent_on_headless_o
                                        else None) for p in plan.prefill.pods + plan.decode.pods}
     assert counts == {("prefill", "leader"): "2", ("decode", "leader"): "8", ("decode", "worker"): None}
     seed_cr["spec"]["decode"]["tuning"] = {"apiServerCount": 1}
-    assert "1" == next(p.argv[p.argv.index("--api-server-count") + 1] for p in plan_of(seed_cr).decode.pods
-                       if p.group_role == "leader")
+    assert next(p.argv[p.argv.index("--api-server-count") + 1] for p in plan_of(seed_cr).decode.pods
+                       if p.group_role == "leader") == "1"
 
 
 def test_engine_temporary_files_on_a_node_local_volume_and_no_fixed_metrics_dir(seed_cr):

@@ -73,6 +73,12 @@ CASES: list[tuple[str, Any]] = [
     ("spec.model.source", {"pvc": {"claimName": "models", "subPath": "a/.."}}),
     ("spec.engine.image", "[fd00::1]:5000/vllm:0.33.0"), ("spec.cluster.nodeSelector", {"a" * 64: "v"}),
     ("spec.cluster.nodeSelector", {"example.com/" + "a" * 63: "v"}),
+    # engine-correctness rules (refused at apply time by CEL, with the vLLM issue in the message)
+    ("spec.kvTransfer.loadFailurePolicy", "recompute"), ("spec.kvTransfer.loadFailurePolicy", "fail"),
+    ("spec.prefill.tuning", {"kvCacheDtype": "nvfp4"}), ("spec.kvTransfer.leaseSeconds", 10),
+    ("spec.kvTransfer.leaseSeconds", 4000), ("spec.kvTransfer.leaseSeconds", 300),
+    ("spec.workload.maxModelLen", 9000), ("spec.workload.maxModelLen", 9216), ("spec.workload.maxModelLen", 32768),
+    ("spec.model.revision", "main"), ("spec.model.revision", "0123abcdef"), ("spec.model.revision", "bad rev!"),
     *[("spec.engine.image", s) for s in BAD_STRINGS],
     *[("spec.engine.imagePullSecrets", [s]) for s in BAD_STRINGS],
 ]

@@ -249,13 +249,25 @@ def test_kv_cache_dtype_is_resolved_and_rendered_on_every_pod(seed_cr):
     ({"kvTransfer": {"loadFailurePolicy": "recompute"}}, "spec.kvTransfer.loadFailurePolicy", "vllm#49250"),
     ({"prefill": {"tuning": {"kvCacheDtype": "nvfp4"}}, "decode": {"tuning": {"kvCacheDtype": "nvfp4"}}},
      "spec.decode.tuning.kvCacheDtype", "vllm#55673"),
+    ({"prefill": {"tuning": {"kvCacheDtype": "nvfp4"}}}, "spec.prefill.tuning.kvCacheDtype", "vllm#55673"),
 ])
 def test_silent_wrong_output_settings_are_refused(seed_cr, spec, field, words):
+    """Each refusal names the role the user set it on, and why."""
     for k, v in spec.items():
         for kk, vv in v.items():
             seed_cr["spec"].setdefault(k, {})[kk] = vv
+    errors = dict(_errors(seed_cr))
+    assert field in errors and words in errors[field]
+
+
+def test_rule_messages_say_what_the_spec_has(seed_cr):
+    seed_cr["spec"]["prefill"]["tuning"] = {"kvCacheDtype": "bfloat16"}
     [(f, msg)] = _errors(seed_cr)
-    assert f == field and words in msg
+    assert f == "spec.decode.tuning.kvCacheDtype" and msg.endswith("(prefill bfloat16, decode auto)")
+    seed_cr["spec"]["prefill"]["tuning"] = {}
+    seed_cr["spec"]["workload"]["maxModelLen"] = 4096
+    [(f, msg)] = _errors(seed_cr)
+    assert f == "spec.workload.maxModelLen" and msg.endswith("(maxModelLen 4096, isl + osl = 9216)")
 
 
 def test_lease_and_revision_are_rendered_identically_on_every_pod(seed_cr):

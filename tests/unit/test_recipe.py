@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -293,3 +294,16 @@ def test_a_field_both_roles_set_names_each_key(recipe):
 def test_recipe_error_keeps_the_one_error_form():
     e = RecipeError("resources.gpu_type", "bad")
     assert (e.key, e.errors, str(e)) == ("resources.gpu_type", [("resources.gpu_type", "bad")], "resources.gpu_type: bad")
+
+
+def test_revision_lease_and_context_length_become_fields_set_once(recipe):
+    for role in ("prefill", "decode"):
+        cfg = recipe["backend"]["vllm_config"][role]
+        cfg["revision"] = "0123abc"
+        kv = cfg["kv-transfer-config"]
+        kv = json.loads(kv) if isinstance(kv, str) else dict(kv)
+        kv["kv_connector_extra_config"] = {**kv.get("kv_connector_extra_config", {}), "kv_lease_duration": 90}
+        cfg["kv-transfer-config"] = kv
+    cr = imp(recipe)
+    assert cr["spec"]["model"]["revision"] == "0123abc" and cr["spec"]["kvTransfer"]["leaseSeconds"] == 90
+    assert "--revision" not in " ".join(cr["spec"]["decode"].get("extraArgs", []))

@@ -90,7 +90,8 @@ def parse_spec(spec: Any) -> QwenDisaggDeploymentSpec:
                     msg += f" (see `kubectl explain qdd.{_loc_to_path(loc).split('[')[0]}`)"
             errors.append(FieldError(_loc_to_path(loc), msg))
         raise SpecError(errors) from None
-    broken = [FieldError("spec" + r.field, r.message) for r in SPEC_RULES if not r.check(parsed)]
+    broken = [FieldError("spec" + r.field, r.message + (f" ({r.given(parsed)})" if r.given else ""))
+              for r in SPEC_RULES if not r.check(parsed)]
     if broken:
         raise SpecError(broken)
     return parsed

@@ -32,6 +32,9 @@ class Rule:
     message: str
     check: Callable[[Any], bool]
     """Python twin of ``cel`` on a parsed spec: True when the rule holds."""
+    given: Callable[[Any], str] | None = None
+    """What the spec has, appended to the message where Python reports it (``prefill bfloat16,
+    decode auto``); the API server's message stays the fixed ``message``."""
 
 
 def _cel_list(items: tuple[str, ...]) -> str:
@@ -44,6 +47,10 @@ def _prefix_caching_off(s: Any, role: str) -> bool:
 
 def _async_safe(s: Any, role: str) -> bool:
     return not (getattr(s, role).tuning.async_scheduling and s.engine.vllm_version in UNSAFE_ASYNC_SPELLINGS)
+
+
+def _not_nvfp4(s: Any, role: str) -> bool:
+    return getattr(s, role).tuning.kv_cache_dtype != "nvfp4"
 
 
 def _roles_rules() -> list[Rule]:
@@ -73,18 +80,22 @@ SPEC_RULES: list[Rule] = [
         field=".decode.topology.tensorParallel",
         message="prefill and decode tensorParallel must be equal: NIXL transfer of hybrid (GDN) models supports homogeneous TP only",
         check=lambda s: s.prefill.topology.tensor_parallel == s.decode.topology.tensor_parallel,
+        given=lambda s: f"prefill {s.prefill.topology.tensor_parallel}, decode {s.decode.topology.tensor_parallel}",
     ),
     Rule(
         cel="self.prefill.tuning.kvCacheDtype == self.decode.tuning.kvCacheDtype",
         field=".decode.tuning.kvCacheDtype",
-        message="prefill and decode kvCacheDtype must be equal: a mismatch corrupts transferred KV silently",
+        message="prefill and decode kvCacheDtype must be equal: a mismatch corrupts transferred KV silently "
+                "(auto is the checkpoint's own: write the same value on both roles)",
         check=lambda s: s.prefill.tuning.kv_cache_dtype == s.decode.tuning.kv_cache_dtype,
+        given=lambda s: f"prefill {s.prefill.tuning.kv_cache_dtype}, decode {s.decode.tuning.kv_cache_dtype}",
     ),
     Rule(
         cel="self.prefill.tuning.mambaSsmCacheDtype == self.decode.tuning.mambaSsmCacheDtype",
         field=".decode.tuning.mambaSsmCacheDtype",
         message="prefill and decode mambaSsmCacheDtype must be equal: a mismatch corrupts transferred GDN state silently",
         check=lambda s: s.prefill.tuning.mamba_ssm_cache_dtype == s.decode.tuning.mamba_ssm_cache_dtype,
+        given=lambda s: f"prefill {s.prefill.tuning.mamba_ssm_cache_dtype}, decode {s.decode.tuning.mamba_ssm_cache_dtype}",
     ),
     Rule(
         cel=("!has(self.kvTransfer.sideChannelHost) || !(self.kvTransfer.sideChannelHost.lowerAscii() in "
@@ -112,6 +123,7 @@ SPEC_RULES: list[Rule] = [
         field=".workload.maxModelLen",
         message="maxModelLen must hold a whole request of the workload: at least isl + osl (or remove it: that is the default)",
         check=lambda s: s.workload.max_model_len is None or s.workload.max_model_len >= s.workload.isl + s.workload.osl,
+        given=lambda s: f"maxModelLen {s.workload.max_model_len}, isl + osl = {s.workload.isl + s.workload.osl}",
     ),
     Rule(
         cel="self.kvTransfer.loadFailurePolicy != 'recompute'",
@@ -120,13 +132,13 @@ SPEC_RULES: list[Rule] = [
                  "when blocks are shared (vllm#49250) and silently redoes the prefill on decode; use fail (the default)"),
         check=lambda s: s.kv_transfer.load_failure_policy != "recompute",
     ),
-    Rule(
-        cel="self.prefill.tuning.kvCacheDtype != 'nvfp4' && self.decode.tuning.kvCacheDtype != 'nvfp4'",
-        field=".decode.tuning.kvCacheDtype",
+    *[Rule(
+        cel=f"self.{role}.tuning.kvCacheDtype != 'nvfp4'",
+        field=f".{role}.tuning.kvCacheDtype",
         message=("nvfp4 KV cache gives wrong output for Qwen3.5 on vLLM 0.33 (about 5% GSM8K with the FlashInfer TRT-LLM "
                  "backend, vllm#55673, HTTP 200 all the same): use fp8 or bfloat16"),
-        check=lambda s: "nvfp4" not in (s.prefill.tuning.kv_cache_dtype, s.decode.tuning.kv_cache_dtype),
-    ),
+        check=partial(_not_nvfp4, role=role),
+    ) for role in ("prefill", "decode")],
     *_roles_rules(),
 ]
 

@@ -336,9 +336,13 @@ def build_plan(resource: Resource) -> Plan:
     decode, decode_errors = _role(resource.name, resource.namespace, "decode", spec, r, decode_sizing)
     cap, cap_errors, warnings = _capacity(spec, r, decode, decode_sizing)
     errors += prefill_errors + decode_errors + cap_errors + _placement_errors(spec, r, prefill, decode)
-    if spec.model.revision is None:
+    pvc = spec.model.source is not None and spec.model.source.pvc is not None
+    if spec.model.revision is None and not pvc:
         warnings.append("spec.model.revision is unset: prefill and decode may load different weights after an upstream "
                         "update, and the NIXL handshake does not check revisions (vllm#55776); pin a commit")
+    elif spec.model.revision is not None and pvc:
+        warnings.append("spec.model.revision has no effect with a PVC source: the engines load the files on the volume "
+                        "(both roles mount the same one)")
     if spec.kv_transfer.side_channel_host:
         warnings.append("kvTransfer.sideChannelHost is fixed: every engine pod advertises "
                         f"{spec.kv_transfer.side_channel_host}; only correct when that address reaches each pod "

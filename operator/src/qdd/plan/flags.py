@@ -108,8 +108,8 @@ ENGINE_FLAGS: tuple[Flag, ...] = (
          render=_value("stream-interval", lambda c: _tuning(c).stream_interval), value=int),
     Flag("mamba-ssm-cache-dtype", "tuning.mambaSsmCacheDtype", "GDN state bytes must be laid out alike on both roles",
          must_match=True, render=_value("mamba-ssm-cache-dtype", lambda c: _tuning(c).mamba_ssm_cache_dtype), value=str),
-    Flag("kv-cache-dtype", "tuning.kvCacheDtype", "KV bytes must be laid out alike on both roles; never auto, which "
-         "silently takes the checkpoint's (FP8 for ModelOpt NVFP4 exports)", must_match=True,
+    Flag("kv-cache-dtype", "tuning.kvCacheDtype", "KV bytes must be laid out alike on both roles; rendered resolved, never as auto (which "
+         "silently takes the checkpoint's: FP8 for ModelOpt NVFP4 exports)", must_match=True,
          render=lambda c: ["--kv-cache-dtype", c.kv_cache_dtype], value=str),
     Flag("language-model-only", "tuning.languageModelOnly", "text only; the fused QK-norm+RoPE+gate path",
          render=_bare("language-model-only", lambda c: _tuning(c).language_model_only), value=bool),

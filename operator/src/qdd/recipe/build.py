@@ -170,7 +170,7 @@ def _roles(b: _Build, backend: dict[str, Any], res: dict[str, Any], gpn: int | N
 def _kv_spec(b: _Build, shared: dict[str, dict[str, Found]]) -> dict[str, Any]:
     """spec.kvTransfer from both roles' settings (the connector only where it is not qdd's, for the API to refuse)."""
     kv: dict[str, Any] = {}
-    for field in ("loadFailurePolicy", "backends", "connector", "ucx.tls", "ucx.mnnvl", "ucx.memtypeCache"):
+    for field in ("loadFailurePolicy", "leaseSeconds", "backends", "connector", "ucx.tls", "ucx.mnnvl", "ucx.memtypeCache"):
         path = f"spec.kvTransfer.{field}"
         if path in shared:
             value = _shared(b, path, shared[path], field.rsplit(".", 1)[-1])
@@ -195,6 +195,8 @@ def _spec(b: _Build, recipe: dict[str, Any], image: str) -> dict[str, Any]:
     if backend.get("connector") is not None and str(backend["connector"]).lower() != "nixl":
         b.error("backend.connector", f"{backend['connector']!r}: qdd transfers KV with NIXL only")
     roles = _roles(b, backend, res, gpn)
+    if "spec.model.revision" in roles["shared"]:
+        model["revision"] = _shared(b, "spec.model.revision", roles["shared"]["spec.model.revision"], "revision")
     if "spec.model.servedModelName" in roles["shared"]:
         model["servedModelName"] = _shared(b, "spec.model.servedModelName",
                                            roles["shared"]["spec.model.servedModelName"], "served-model-name")

@@ -62,9 +62,11 @@ def _kv_transfer(b: _Build, value: Any, key: str) -> dict[str, Found]:
             b.error(f"{key}.{k}", f"{v!r}: qdd sets it, to {' or '.join(KV_DROPPED[k])}")
     extra_key = f"{key}.kv_connector_extra_config"
     extra = _mapping(b, cfg.get("kv_connector_extra_config"), extra_key, required=False)
-    _only(b, extra, extra_key, ("backends",))
+    _only(b, extra, extra_key, ("backends", "kv_lease_duration"))
     if "backends" in extra:
         out["backends"] = (extra["backends"], f"{extra_key}.backends")
+    if "kv_lease_duration" in extra:
+        out["leaseSeconds"] = (_num(extra["kv_lease_duration"], int), f"{extra_key}.kv_lease_duration")
     return out
 
 
@@ -76,6 +78,12 @@ def _arg_value(value: Any) -> list[str]:
     if isinstance(value, dict):
         return [json.dumps(value, sort_keys=True, separators=(",", ":"))]
     return [str(value)]
+
+
+SET_ONCE: dict[str, tuple[str, Any]] = {
+    "served-model-name": ("spec.model.servedModelName", str), "max-model-len": ("spec.workload.maxModelLen", int),
+    "revision": ("spec.model.revision", str)}
+"""Flags a recipe gives per role that qdd sets once for both (they must agree: qdd.recipe.build._shared)."""
 
 
 def _role_flag(b: _Build, out: dict[str, Any], flag: str, value: Any, k: str) -> None:
@@ -102,10 +110,9 @@ def _role_flag(b: _Build, out: dict[str, Any], flag: str, value: Any, k: str) ->
     elif flag == "pipeline-parallel-size":
         if _num(value, int) != 1:
             b.error(k, "qdd deploys no pipeline parallelism: use tensor or data parallel")
-    elif flag == "served-model-name":
-        out["shared"]["spec.model.servedModelName"] = (_num(value, str), k)
-    elif flag == "max-model-len":
-        out["shared"]["spec.workload.maxModelLen"] = (_num(value, int), k)
+    elif flag in SET_ONCE:
+        path_once, conv = SET_ONCE[flag]
+        out["shared"][path_once] = (_num(value, conv), k)
     elif flag == "kv-transfer-config":
         out["shared"].update({f"spec.kvTransfer.{f}": vk for f, vk in _kv_transfer(b, value, k).items()})
     else:

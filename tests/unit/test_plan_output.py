@@ -76,3 +76,10 @@ def test_table_prints_capacity_with_its_assumptions(plan_json, capsys):
     assert lines[1].split() == ["ROLE", "ENDPOINTS", "TOPOLOGY", "PODS/EP", "GPUS/POD", "GPUS", "BATCHED-TOKENS",
                                 "MAX-SEQS", "CUDAGRAPH-MAX", "ASYNC", "KV-ROLE"]
     assert lines[3].split() == ["decode", "1", "DEP8", "2", "4", "8", "16384", "1024", "768", "on", "kv_consumer"]
+
+
+def test_plan_shows_the_settings_both_roles_share(plan_json):
+    """What `qdd plan` says every engine pod runs with (the values the argv carries)."""
+    e = plan_json["engine"]
+    assert (e["kvCacheDtype"], e["maxModelLen"], e["kvLeaseSeconds"], e["revision"]) == ("fp8", 9216, 120, None)
+    assert e["kvCacheDtypeSource"].startswith("checkpoint: ModelOpt NVFP4")

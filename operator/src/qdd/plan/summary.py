@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .flags import max_model_len
 from .memory import CAPACITY_TOLERANCE
 from .types import Plan, RolePlan
 
@@ -46,6 +47,9 @@ def summary(plan: Plan) -> dict[str, Any]:
                       "blockSize": lay.block_size, "pageBytes": lay.page_bytes, "layersPerGroup": lay.layers_per_group,
                       "attentionGroups": lay.attn_groups, "gdnGroups": lay.gdn_groups},
         },
+        "engine": {"kvCacheDtype": plan.kv_cache_dtype, "kvCacheDtypeSource": plan.kv_cache_dtype_source,
+                   "maxModelLen": max_model_len(plan.spec), "kvLeaseSeconds": plan.spec.kv_transfer.lease_seconds,
+                   "revision": plan.spec.model.revision},
         "warnings": list(plan.warnings),
     }
 
@@ -73,6 +77,9 @@ def table(plan: Plan) -> str:
     lines += ["  ".join(_fmt(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in rows]
     lines.append(f"GPUs: {s['gpus']} ({plan.prefill.gpus} prefill + {plan.decode.gpus} decode) on at least "
                  f"{s['minNodes']} nodes of {plan.gpus_per_node}; ComputeDomain: {_fmt(plan.compute_domain)}")
+    e = s["engine"]
+    lines.append(f"Both roles: --kv-cache-dtype {e['kvCacheDtype']} ({e['kvCacheDtypeSource']}); --max-model-len "
+                 f"{e['maxModelLen']}; KV lease {e['kvLeaseSeconds']} s; revision {e['revision'] or 'not pinned'}")
     dc = s["decodeCapacity"]
     rk, ca = dc["rank"], dc["cache"]
     w = plan.spec.workload

@@ -73,6 +73,12 @@ CASES: list[tuple[str, Any]] = [
     ("spec.model.source", {"pvc": {"claimName": "models", "subPath": "a/.."}}),
     ("spec.engine.image", "[fd00::1]:5000/vllm:0.33.0"), ("spec.cluster.nodeSelector", {"a" * 64: "v"}),
     ("spec.cluster.nodeSelector", {"example.com/" + "a" * 63: "v"}),
+    ("spec.cluster.nodeAffinity", [{"key": "pool.example/zone", "operator": "In", "values": ["a"]}]),
+    ("spec.cluster.nodeAffinity", [{"key": "k", "operator": "In"}]),
+    ("spec.cluster.nodeAffinity", [{"key": "k", "operator": "Exists", "values": ["x"]}]),
+    ("spec.cluster.nodeAffinity", [{"key": "k", "operator": "Gt", "values": ["12"]}]),
+    ("spec.cluster.nodeAffinity", [{"key": "k", "operator": "Lt", "values": ["x"]}]),
+    ("spec.cluster.nodeAffinity", [{"key": "k", "operator": "Near", "values": ["x"]}]),
     # engine-correctness rules (refused at apply time by CEL, with the vLLM issue in the message)
     ("spec.kvTransfer.loadFailurePolicy", "recompute"), ("spec.kvTransfer.loadFailurePolicy", "fail"),
     ("spec.prefill.tuning", {"kvCacheDtype": "nvfp4"}), ("spec.kvTransfer.leaseSeconds", 10),

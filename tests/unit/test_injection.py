@@ -65,6 +65,7 @@ def _base_cr(seed: dict[str, Any]) -> dict[str, Any]:
     s["engine"]["imagePullSecrets"] = ["regcred"]
     s["cluster"]["nodeSelector"] = {"pool.example/name": "gb200"}
     s["cluster"]["tolerations"] = [{"key": "dedicated", "operator": "Equal", "value": "llm", "effect": "NoSchedule"}]
+    s["cluster"]["nodeAffinity"] = [{"key": "pool.example/zone", "operator": "In", "values": ["zone-a"]}]
     s["kvTransfer"]["sideChannelHost"] = "nixl.example"
     s["kvTransfer"]["ucx"] = {"tls": "cuda_copy,cuda_ipc,tcp"}
     for role in ("prefill", "decode"):

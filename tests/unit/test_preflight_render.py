@@ -7,6 +7,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from qdd.preflight.layout import TransferLayout
 from qdd.preflight.planned import for_plan
 from qdd.render.preflight import PreflightOptions, preflight_objects
@@ -176,3 +178,43 @@ def test_the_fetch_job_carries_no_thresholds_the_operator_judges(seed_cr):
     [fetch] = [o for o in preflight_objects(plan_of(seed_cr)) if o["metadata"]["name"].endswith("fetch-0")]
     args = fetch["spec"]["template"]["spec"]["containers"][0]["args"]
     assert not [a for a in args if a.startswith(("--min-", "--max-"))]
+
+
+@pytest.mark.parametrize("same_domain", [True, False])
+def test_user_node_affinity_is_anded_with_the_clique_in_one_term_on_every_gpu_pod(seed_cr, same_domain):
+    """Never a second, OR-ed nodeSelectorTerm (NVIDIA/nvcf#1651): one term, every condition in it."""
+    from qdd.render import render_all
+
+    from .helpers import plan_of
+
+    seed_cr["spec"]["cluster"]["sameNVLinkDomain"] = same_domain
+    seed_cr["spec"]["cluster"]["nodeAffinity"] = [{"key": "pool.example/zone", "operator": "In", "values": ["a", "b"]},
+                                                  {"key": "maintenance", "operator": "DoesNotExist"}]
+    want = ([{"key": "nvidia.com/gpu.clique", "operator": "Exists"}] if same_domain else []) + [
+        {"key": "pool.example/zone", "operator": "In", "values": ["a", "b"]},
+        {"key": "maintenance", "operator": "DoesNotExist"}]
+    specs = []
+    for o in render_all(plan_of(seed_cr)):
+        if o["kind"] == "Pod":
+            specs.append(o["spec"])
+        elif o["kind"] in ("StatefulSet", "Job"):
+            specs.append(o["spec"]["template"]["spec"])
+    assert len(specs) == 5  # the prefill template, two decode pods, two preflight Jobs
+    for spec in specs:
+        terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        assert terms == [{"matchExpressions": want}]
+
+
+@pytest.mark.parametrize(("req", "words"), [
+    ({"key": "k", "operator": "In"}, "need at least one value"),
+    ({"key": "k", "operator": "Exists", "values": ["x"]}, "take no values"),
+    ({"key": "k", "operator": "Gt", "values": ["x"]}, "exactly one integer"),
+])
+def test_node_affinity_requirements_follow_the_api_servers_rules(seed_cr, req, words):
+    from qdd.errors import SpecError
+
+    from .helpers import plan_of
+
+    seed_cr["spec"]["cluster"]["nodeAffinity"] = [req]
+    with pytest.raises(SpecError, match=words):
+        plan_of(seed_cr)

@@ -195,6 +195,41 @@ _TOLERATION_RULES = (
 validateTolerations), checked on the resource so a pod is never refused after the fact."""
 
 
+_REQUIREMENT_RULES = (
+    ("!(self.operator in ['In', 'NotIn']) || (has(self.values) && size(self.values) > 0)", ".values",
+     "operator In and NotIn need at least one value"),
+    ("!(self.operator in ['Exists', 'DoesNotExist']) || !has(self.values) || size(self.values) == 0", ".values",
+     "operator Exists and DoesNotExist take no values"),
+    ("!(self.operator in ['Gt', 'Lt']) || (has(self.values) && size(self.values) == 1 && self.values[0].matches('^-?[0-9]+$'))",
+     ".values", "operator Gt and Lt take exactly one integer value"),
+)
+"""The API server's rules for a node selector requirement (core/v1 validation)."""
+
+
+class NodeSelectorRequirement(ApiModel):
+    """core/v1 NodeSelectorRequirement: one label condition on the node."""
+
+    model_config = ApiModel.model_config | {"json_schema_extra": cel(*_REQUIREMENT_RULES)}
+
+    key: LabelKey = Field(description="Node label key.")
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"] = Field(description="How the label is compared.")
+    values: list[LabelValue] | None = Field(None, max_length=64, description="Values for In/NotIn (one or more) and Gt/Lt (one integer).")
+
+    @model_validator(mode="after")
+    def _rules(self) -> "NodeSelectorRequirement":
+        n = len(self.values or [])
+        if self.operator in ("In", "NotIn") and n == 0:
+            raise ValueError(_REQUIREMENT_RULES[0][2])
+        if self.operator in ("Exists", "DoesNotExist") and n:
+            raise ValueError(_REQUIREMENT_RULES[1][2])
+        if self.operator in ("Gt", "Lt") and (n != 1 or not (self.values or [""])[0].lstrip("-").isdigit()):
+            raise ValueError(_REQUIREMENT_RULES[2][2])
+        return self
+
+    def to_k8s(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True, exclude_none=True)
+
+
 class Toleration(ApiModel):
     """core/v1 Toleration."""
 
@@ -226,6 +261,7 @@ class ClusterSpec(ApiModel):
     same_nvlink_domain: bool = Field(True, alias="sameNVLinkDomain", description="Keep every P/D pod in one NVLink domain (pod affinity on nvidia.com/gpu.clique).")
     compute_domain: bool | None = Field(None, description="Create a ComputeDomain and claim its IMEX channel in every GPU pod. Default: on for multi-node NVLink GPUs (GB200).")
     node_selector: dict[LabelKey, LabelValue] = Field(default_factory=dict, max_length=32, description="Extra node labels every P/D pod requires.")
+    node_affinity: list[NodeSelectorRequirement] = Field(default_factory=list, max_length=16, description="Node label conditions every GPU pod (engines and preflight) requires, ANDed with qdd's own (the NVLink clique) in one nodeSelectorTerm: never a separate, OR-ed term.")
     tolerations: list[Toleration] = Field(default_factory=list, max_length=16, description="Tolerations of every P/D pod.")
     shm_size: Quantity = Field("32Gi", description="Size of the /dev/shm emptyDir of engine pods.")
     startup_timeout_seconds: int = Field(3600, ge=60, le=86400, description="Startup probe budget (model load, compile, CUDA-graph capture).")

@@ -29,10 +29,27 @@ def clique_pod_affinity_term(deployment: str) -> dict[str, Any]:
         {"key": labels.ROLE, "operator": "In", "values": list(GPU_ROLES)}]}}
 
 
-def clique_affinity(deployment: str) -> dict[str, Any]:
-    """nodeAffinity and podAffinity of an engine pod kept in its deployment's NVLink domain."""
-    return {"nodeAffinity": clique_node_affinity(),
-            "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [clique_pod_affinity_term(deployment)]}}
+def node_affinity(plan: Plan) -> dict[str, Any] | None:
+    """Required node affinity of every GPU pod: one nodeSelectorTerm holding the clique requirement
+    (when the deployment stays in one NVLink domain) and the user's ``cluster.nodeAffinity``, so
+    they are ANDed. Separate terms would be ORed: a node meeting the user's term alone would do
+    (the failure NVIDIA/nvcf#1651 reports). None when there is nothing to require."""
+    exprs = list(clique_node_affinity()["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]
+                 ["matchExpressions"]) if plan.spec.cluster.same_nvlink_domain else []
+    exprs += [r.to_k8s() for r in plan.spec.cluster.node_affinity]
+    return {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": exprs}]}} \
+        if exprs else None
+
+
+def engine_affinity(plan: Plan) -> dict[str, Any]:
+    """nodeAffinity (:func:`node_affinity`) and, in one NVLink domain, the podAffinity of an engine pod."""
+    out: dict[str, Any] = {}
+    nodes = node_affinity(plan)
+    if nodes:
+        out["nodeAffinity"] = nodes
+    if plan.spec.cluster.same_nvlink_domain:
+        out["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [clique_pod_affinity_term(plan.name)]}
+    return out
 
 
 def gpu_node_selector(plan: Plan) -> dict[str, str]:

@@ -43,7 +43,7 @@ from ..preflight.layout import DEFAULT_BULK_BYTES, DEFAULT_REQUESTS
 from ..preflight.planned import for_plan
 from ..preflight.names import ROLE, SIDE, TERMINATION_LOG, job_name, serve_host, service_name
 from ..preflight.verdict import Thresholds
-from .placement import clique_node_affinity, clique_pod_affinity_term, gpu_node_selector
+from .placement import clique_pod_affinity_term, gpu_node_selector, node_affinity
 from .safe import ENV as _env
 from .safe import load
 
@@ -84,8 +84,10 @@ def _affinity(plan: Plan, side: str, pair: int, near: dict[str, str]) -> dict[st
     aff: dict[str, Any] = {"podAntiAffinity": anti, "podAffinity": {
         "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 50, "podAffinityTerm": {
             "topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": near}}}]}}
+    nodes = node_affinity(plan)
+    if nodes:
+        aff["nodeAffinity"] = nodes
     if plan.spec.cluster.same_nvlink_domain:
-        aff["nodeAffinity"] = clique_node_affinity()
         aff["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = [clique_pod_affinity_term(plan.name)]
     return aff
 

@@ -22,7 +22,7 @@ import yaml
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from ..labels import object_labels
-from .placement import clique_affinity
+from .placement import engine_affinity
 
 
 _Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -77,7 +77,7 @@ _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 ENV = environment("qdd.render")
 """The one environment: engine, router, Service, ComputeDomain and preflight templates alike."""
 ENV.globals["labels_of"] = object_labels
-ENV.globals["clique_affinity"] = clique_affinity
+ENV.globals["engine_affinity"] = engine_affinity
 
 
 def load_all(text: str) -> list[dict[str, Any]]:

@@ -778,3 +778,13 @@ def test_a_crash_in_plan_or_render_is_plan_valid_false_not_an_operator_error(mon
     c = cond(kube.cr["status"], "PlanValid")
     assert c["status"] == "False" and "ZeroDivisionError: division by zero" in c["message"]
     assert cond(kube.cr["status"], "Ready")["status"] == "False"
+
+
+def test_a_hostile_spec_cannot_make_the_status_huge():
+    """Injected: 64 extraArgs of 8 KiB that are no vLLM option (each error quotes its token). The
+    condition messages stay under 4,200 characters and say how many errors there are."""
+    cr = with_spec(cr_of(), lambda s: s["decode"].update(extraArgs=["--" + "x" * 8000 + str(i) for i in range(64)]))
+    st = status_of(cr, [])
+    for c in st["conditions"]:
+        assert len(c["message"]) < 4200, c["type"]
+    assert "64 errors in all" in cond(st, "PlanValid")["message"]

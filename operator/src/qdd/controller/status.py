@@ -121,6 +121,9 @@ def _router_available(plan: Plan | None, obs: Observed, name: str) -> bool:
         (st.get("availableReplicas") or 0) >= plan.router.replicas
 
 
+ERRORS_TEXT_LIMIT = 4096
+
+
 @dataclass(frozen=True)
 class _Facts:
     """What the conditions are computed from, gathered once."""
@@ -140,6 +143,15 @@ class _Facts:
     @property
     def valid(self) -> bool:
         return self.plan is not None
+
+    @property
+    def errors_text(self) -> str:
+        """The plan errors for a condition message, at most ERRORS_TEXT_LIMIT characters: an error
+        quotes what the spec has (an extraArgs token may be 8 KiB), and a status must stay small."""
+        text = "; ".join(self.errors)
+        if len(text) <= ERRORS_TEXT_LIMIT:
+            return text
+        return text[:ERRORS_TEXT_LIMIT] + f"… ({len(self.errors)} errors in all: `qdd plan -f` lists every one)"
 
     @property
     def endpoints_ready(self) -> bool:
@@ -163,7 +175,7 @@ class _Facts:
 
 def _plan_valid(f: _Facts) -> dict[str, Any]:
     if f.plan is None:
-        return _cond(C.PLAN_VALID, False, Reason.INVALID_SPEC, "; ".join(f.errors), f.generation)
+        return _cond(C.PLAN_VALID, False, Reason.INVALID_SPEC, f.errors_text, f.generation)
     p, d = f.plan.prefill, f.plan.decode
     return _cond(C.PLAN_VALID, True, Reason.PLANNED, f"{f.plan.gpus} GPUs: {p.endpoints} x {p.topology_name} prefill + "
                  f"{d.endpoints} x {d.topology_name} decode", f.generation)
@@ -196,7 +208,7 @@ def _kv_transfer(f: _Facts) -> dict[str, Any]:
 def _ready(f: _Facts) -> dict[str, Any]:
     """Ready, with the first cause that holds it back as the reason."""
     if f.errors:
-        reason, msg = Reason.INVALID_SPEC, "; ".join(f.errors)
+        reason, msg = Reason.INVALID_SPEC, f.errors_text
     elif not f.cd_ok:
         reason, msg = Reason.READY_COMPUTE_DOMAIN_NOT_READY, f.counts
     elif f.kv is not None and not f.kv.passed and f.endpoints_ready:
@@ -215,7 +227,7 @@ def _progress(f: _Facts, ctype: str) -> dict[str, Any]:
 
 def _stalled(f: _Facts) -> dict[str, Any]:
     return _cond(C.STALLED, not f.valid, Reason.AS_EXPECTED if f.valid else Reason.INVALID_SPEC,
-                 "" if f.valid else "; ".join(f.errors), f.generation)
+                 "" if f.valid else f.errors_text, f.generation)
 
 
 def conditions(f: _Facts) -> list[dict[str, Any]]:

@@ -12,7 +12,8 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 BASE_EXAMPLES = sorted(p for p in EXAMPLES.glob("qwen35-397b-*xdep2-1xdep8.yaml"))
-ALL_SEED_EXAMPLES = sorted(EXAMPLES.glob("qwen35-397b-*xdep2-1xdep8*.yaml"))
+ALL_SEED_EXAMPLES = sorted(p for p in EXAMPLES.glob("qwen35-397b-*xdep2-1xdep8*.yaml") if "-mtp" not in p.name)
+"""The seed's recipes (base, -cc4096, -cc5120); the MTP and Qwen3.8 examples are not the seed's."""
 
 
 def load(path: Path) -> dict[str, Any]:

@@ -88,6 +88,7 @@ STAND_IN_CONFIG: dict[str, Any] = {
         "num_experts": 512,
         "num_experts_per_tok": 10,
         "max_position_embeddings": 262144,
+        "mtp_num_hidden_layers": 1,
         "rope_parameters": {
             "rope_type": "default",
             "rope_theta": 10000000,
@@ -394,6 +395,14 @@ def _engine_configs(parsed, opts, records, reset_once_caches) -> dict[str, Any]:
                 "compilation": {k: jsonable(getattr(comp, k, None)) for k in (
                     "max_cudagraph_capture_size", "cudagraph_capture_sizes")},
                 "kv_transfer": jsonable(cfg.kv_transfer_config),
+                "speculative": None if cfg.speculative_config is None else {
+                    "method": cfg.speculative_config.method,
+                    "num_speculative_tokens": cfg.speculative_config.num_speculative_tokens,
+                    "draft_architectures": jsonable(getattr(getattr(cfg.speculative_config, "draft_model_config", None),
+                                                            "architectures", None)),
+                    "uniform_decode_query_len": cfg.uniform_decode_query_len},
+                "model": {"architectures": jsonable(cfg.model_config.architectures),
+                          "max_model_len": cfg.model_config.max_model_len},
             }
         except Exception as e:  # noqa: BLE001
             res = {"ok": False, "error": f"{type(e).__name__}: {e}"}

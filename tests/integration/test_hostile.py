@@ -85,6 +85,12 @@ CASES: list[tuple[str, Any]] = [
     ("spec.kvTransfer.leaseSeconds", 4000), ("spec.kvTransfer.leaseSeconds", 300),
     ("spec.workload.maxModelLen", 9000), ("spec.workload.maxModelLen", 9216), ("spec.workload.maxModelLen", 32768),
     ("spec.model.revision", "main"), ("spec.model.revision", "0123abcdef"), ("spec.model.revision", "bad rev!"),
+    ("spec.decode.tuning", {"all2allBackend": "pplx"}), ("spec.prefill.tuning", {"all2allBackend": "flashinfer_all2allv"}),
+    ("spec.decode.tuning", {"all2allBackend": "deepep_high_throughput"}),
+    ("spec.decode.tuning", {"all2allBackend": "deepep_high_throughput", "allowExperimentalAll2all": True}),
+    ("spec.decode.tuning", {"all2allBackend": "flashinfer_nvlink_two_sided"}),
+    ("spec.speculative", {"method": "mtp", "numSpeculativeTokens": 1}), ("spec.speculative", {"numSpeculativeTokens": 9}),
+    ("spec.speculative", {"method": "eagle"}),
     *[("spec.engine.image", s) for s in BAD_STRINGS],
     *[("spec.engine.imagePullSecrets", [s]) for s in BAD_STRINGS],
 ]

@@ -86,5 +86,6 @@ def test_no_room_for_cache_names_the_decode_topology(seed_cr):
     seed_cr["spec"]["decode"]["topology"]["expertParallel"] = False
     with pytest.raises(SpecError) as e:
         plan_of(seed_cr)
-    assert [x.field for x in e.value.errors] == ["spec.decode.topology.dataParallel"]
-    assert "237.0 GB per rank" in e.value.errors[0].message
+    assert [x.field for x in e.value.errors] == ["spec.decode.topology.expertParallel"]
+    assert "237.0 GB of weights per rank" in e.value.errors[0].message
+    assert "set expertParallel: true" in e.value.errors[0].message

@@ -15,6 +15,8 @@ HF_IDS = {
     "Qwen/Qwen3.5-35B-A3B-FP8": ("Qwen3.5-35B-A3B", 35, "fp8"),
     "Qwen/Qwen3.5-27B": ("Qwen3.5-27B", 27, "bfloat16"),
     "Qwen/Qwen3-Next-80B-A3B-Instruct": ("Qwen3-Next-80B-A3B", 80, "bfloat16"),
+    "nvidia/Qwen3.8-2.4T-A95B-NVFP4": ("Qwen3.8-2.4T-A95B", 2420, "nvfp4"),
+    "Qwen/Qwen3.8-27B": ("Qwen3.8-27B", 27, "bfloat16"),
 }
 
 
@@ -34,7 +36,8 @@ def test_paths_and_case_resolve_too():
 
 def test_vllm_classes():
     assert {a.vllm_class for a in ARCHITECTURES.values()} == {
-        "Qwen3_5MoeForConditionalGeneration", "Qwen3_5ForConditionalGeneration", "Qwen3NextForCausalLM"}
+        "Qwen3_5MoeForConditionalGeneration", "Qwen3_5ForConditionalGeneration", "Qwen3NextForCausalLM",
+        "Qwen3_5MoeForCausalLM"}  # Qwen3.8-2.4T ships a text-only config (model_type qwen3_5_moe_text)
     assert ARCHITECTURES["Qwen3.5-27B"].vllm_class == "Qwen3_5ForConditionalGeneration"
     assert not ARCHITECTURES["Qwen3.5-27B"].is_moe
 

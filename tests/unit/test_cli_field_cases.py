@@ -65,10 +65,33 @@ REFUSED: dict[str, tuple[Callable[[dict], None], str]] = {
     "dp6-on-4-gpu-nodes": (lambda s: s["decode"]["topology"].update(dataParallel=6), "spec.decode.topology.dataParallel"),
     "side-channel-covers-http": (lambda s: s["kvTransfer"].update(sideChannelPort=7998), "spec.ports.http"),
     "bad-name": (None, "metadata.name"),
+    # engine correctness, part 2 (issue 11)
+    "recompute": (lambda s: s["kvTransfer"].update(loadFailurePolicy="recompute"), "spec.kvTransfer.loadFailurePolicy"),
+    "nvfp4-kv": (lambda s: (_tuning("prefill", kvCacheDtype="nvfp4")(s), _tuning("decode", kvCacheDtype="nvfp4")(s)),
+                 "spec.prefill.tuning.kvCacheDtype"),
+    "all2all-removed-pplx": (_tuning("decode", all2allBackend="pplx"), "spec.decode.tuning.all2allBackend"),
+    "all2all-deepep-no-switch": (_tuning("prefill", all2allBackend="deepep_high_throughput"),
+                                 "spec.prefill.tuning.all2allBackend"),
+    "all2all-deepep-ll-across-trays": (_tuning("decode", all2allBackend="deepep_low_latency",
+                                               allowExperimentalAll2all=True), "spec.decode.tuning.all2allBackend"),
+    "all2all-moonep-across-trays": (_tuning("decode", all2allBackend="moonep"), "spec.decode.tuning.all2allBackend"),
+    "owned-speculative-config": (_extra_args("decode", "--speculative-config", '{"method":"mtp"}'),
+                                 "spec.decode.extraArgs[0]"),
+    "mtp-capture-off-multiple": (lambda s: (s.update(speculative={"numSpeculativeTokens": 2}),
+                                            s["workload"].update(concurrency=1024),
+                                            _tuning("decode", maxCudagraphCaptureSize=1024)(s)),
+                                 "spec.decode.tuning.maxCudagraphCaptureSize"),
+    "max-num-seqs-above-gdn-blocks": (lambda s: (_tuning("decode", maxNumSeqs=8000)(s)), "spec.decode.tuning.maxNumSeqs"),
+    "qwen38-on-dep8": (lambda s: (s["model"].update(name="nvidia/Qwen3.8-2.4T-A95B-NVFP4"),
+                                  s["prefill"].update(endpoints=1)), "spec.decode.topology.dataParallel"),
 }
 ACCEPTED: dict[str, Callable[[dict], None]] = {
     "old-engine-defaults": _old_engine,
     "extra-flag-passes": _extra_args("decode", "--enable-eplb"),
+    "deepep-ll-within-one-tray-with-switch": lambda s: _tuning("prefill", all2allBackend="deepep_low_latency",
+                                                               allowExperimentalAll2all=True)(s),
+    "mtp-k2": lambda s: (s.update(speculative={"method": "mtp", "numSpeculativeTokens": 2}),
+                         s["workload"].update(concurrency=1024)),
 }
 
 

@@ -37,7 +37,7 @@ def test_json_has_the_predicted_capacity_and_rank_budget(plan_json):
     del cache["kvCacheDtypeSource"]
     assert cache == {"kvCacheDtype": "fp8", "kvBytesPerToken": 15_360, "gdnStateBytesPerRequest": 97_689_600,
                      "blockSize": 2_128, "pageBytes": 2_179_072, "layersPerGroup": 15, "attentionGroups": 1,
-                     "gdnGroups": 3}
+                     "gdnGroups": 3, "gdnBlocksPerRequestPerGroup": 1, "blocksPerRank": 3901}
     assert dc["meanResidentTokens"] == 7835.5
     assert dc["predicted"] == 8 * (rank["kvCacheBytes"] // dc["requestBytes"])
 
@@ -67,7 +67,7 @@ def test_table_prints_capacity_with_its_assumptions(plan_json, capsys):
     predicted = plan_json["decodeCapacity"]["predicted"]
     assert f"Decode capacity (predicted): {predicted:,} concurrent requests (1 x DEP8" in out
     assert "target 5,120" in out
-    assert "KV fp8 15,360 B/token; GDN state 93.2 MiB/request (SSM bfloat16)" in out
+    assert "KV fp8 15,360 B/token; GDN state 93.2 MiB/request x 1 (1 + speculative tokens; SSM bfloat16)" in out
     assert "hybrid block 2,128 tokens" in out and "1 attention + 3 GDN groups x 15 layers" in out
     assert "ISL 8192, OSL 1024, range ratio 0.8" in out
     assert "assumptions:" in out and "estimates" in out and "+/-20% tolerance" in out

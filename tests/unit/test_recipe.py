@@ -95,16 +95,29 @@ def test_other_flags_pass_through_to_extra_args(recipe):
     recipe["backend"]["vllm_config"]["decode"].update({
         "enable-eplb": True, "max_model_len": 10240, "cudagraph-capture-sizes": [1, 2, 4],
         "speculative-config": {"method": "mtp", "num_speculative_tokens": 1}, "enforce-eager": False,
-        "gpu-memory-utilization": 0.9, "all2all-backend": "deepep_low_latency"})
+        "gpu-memory-utilization": 0.9, "all2all-backend": "flashinfer_nvlink_two_sided"})
     cr = imp(recipe)
     d = cr["spec"]["decode"]
-    assert d["extraArgs"] == ["--enable-eplb", "--cudagraph-capture-sizes", "1", "2", "4",
-                              "--speculative-config", '{"method":"mtp","num_speculative_tokens":1}']
+    assert d["extraArgs"] == ["--enable-eplb", "--cudagraph-capture-sizes", "1", "2", "4"]
     assert cr["spec"]["workload"]["maxModelLen"] == 10240  # one context length, set once for both roles
-    assert d["tuning"]["gpuMemoryUtilization"] == 0.9 and d["tuning"]["all2allBackend"] == "deepep_low_latency"
-    leader = plan_of(cr).decode.pods[0].argv
-    assert leader[-7:] == tuple(d["extraArgs"]) and flag(list(leader), "--gpu-memory-utilization") == "0.9"
+    # MTP is one setting for both roles (the NIXL handshake compares it): decode's becomes spec.speculative
+    assert cr["spec"]["speculative"] == {"method": "mtp", "numSpeculativeTokens": 1}
+    assert d["tuning"]["gpuMemoryUtilization"] == 0.9 and d["tuning"]["all2allBackend"] == "flashinfer_nvlink_two_sided"
+    plan = plan_of(cr)
+    leader = plan.decode.pods[0].argv
+    assert leader[-5:] == tuple(d["extraArgs"]) and flag(list(leader), "--gpu-memory-utilization") == "0.9"
     assert flag(list(leader), "--max-model-len") == "10240"
+    for pod in plan.prefill.pods + plan.decode.pods:
+        assert flag(list(pod.argv), "--speculative-config") == '{"method":"mtp","num_speculative_tokens":1}'
+
+
+def test_speculative_config_of_another_method_names_the_recipe_key(recipe):
+    recipe["backend"]["vllm_config"]["decode"]["speculative-config"] = '{"method": "eagle3", "model": "x/y"}'
+    with pytest.raises(RecipeError) as e:
+        imp(recipe)
+    keys = [k for k, _ in e.value.errors]
+    assert "backend.vllm_config.decode.speculative-config.method" in keys
+    assert "backend.vllm_config.decode.speculative-config.model" in keys
 
 
 def test_environment_owned_and_dynamo_dropped_others_kept(recipe):

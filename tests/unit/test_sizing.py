@@ -99,7 +99,8 @@ def test_overrides_are_honoured(seed_cr):
 
 @pytest.mark.parametrize(("tuning", "field", "words"), [
     ({"maxNumSeqs": 400}, "spec.decode.tuning.maxNumSeqs", "below the 512 requests"),
-    ({"maxCudagraphCaptureSize": 17000, "maxNumSeqs": 1024}, "spec.decode.tuning.maxCudagraphCaptureSize",
+    ({"maxCudagraphCaptureSize": 17000, "maxNumSeqs": 1024, "maxNumBatchedTokens": 16384},
+         "spec.decode.tuning.maxCudagraphCaptureSize",
      "exceeds max-num-batched-tokens 16384"),
     ({"maxNumBatchedTokens": 800}, "spec.decode.tuning.maxNumBatchedTokens", "below maxNumSeqs 1024"),
 ])

@@ -12,6 +12,7 @@ from functools import partial
 from typing import Any
 
 from ..catalog import ENGINE_PROFILES
+from ..catalog.all2all import ALL2ALL_BACKENDS
 
 LOOPBACK_HOSTS = ("0.0.0.0", "localhost", "localhost.", "127.0.0.1", "::", "::1", "[::]", "[::1]",
                   "0:0:0:0:0:0:0:0", "0:0:0:0:0:0:0:1")
@@ -53,9 +54,45 @@ def _not_nvfp4(s: Any, role: str) -> bool:
     return getattr(s, role).tuning.kv_cache_dtype != "nvfp4"
 
 
+REFUSED_ALL2ALL = tuple(n for n, b in ALL2ALL_BACKENDS.items() if b.status == "refused")
+EXPERIMENTAL_ALL2ALL = tuple(n for n, b in ALL2ALL_BACKENDS.items() if b.status == "experimental")
+
+
+def _all2all_not_refused(s: Any, role: str) -> bool:
+    return getattr(s, role).tuning.all2all_backend not in REFUSED_ALL2ALL
+
+
+def _all2all_experimental_allowed(s: Any, role: str) -> bool:
+    t = getattr(s, role).tuning
+    return t.all2all_backend not in EXPERIMENTAL_ALL2ALL or t.allow_experimental_all2all
+
+
+def _all2all_given(s: Any, role: str) -> str:
+    return str(getattr(s, role).tuning.all2all_backend)
+
+
+def _all2all_rules(role: str) -> list[Rule]:
+    """The backend facts that need no topology (qdd.catalog.all2all); across-tray checks are the planner's."""
+    a = f"self.{role}.tuning.all2allBackend"
+    return [
+        Rule(cel=f"!has({a}) || !({a} in {_cel_list(REFUSED_ALL2ALL)})", field=f".{role}.tuning.all2allBackend",
+             message=("this --all2all-backend is refused: pplx and naive were removed in vLLM 0.33 (silently replaced), "
+                      "flashinfer_all2allv is an alias of flashinfer_nvlink_two_sided, mori_* is AMD's, passthrough is "
+                      "not a CLI choice; use allgather_reducescatter (the default) or flashinfer_nvlink_two_sided"),
+             check=partial(_all2all_not_refused, role=role), given=partial(_all2all_given, role=role)),
+        Rule(cel=f"!has({a}) || !({a} in {_cel_list(EXPERIMENTAL_ALL2ALL)}) || self.{role}.tuning.allowExperimentalAll2all",
+             field=f".{role}.tuning.all2allBackend",
+             message=("DeepEP and NIXL EP backends are experimental in qdd (deepep_low_latency failed across GB200 trays, "
+                      "vllm#37931): set allowExperimentalAll2all: true in the same tuning to try one, or use "
+                      "allgather_reducescatter"),
+             check=partial(_all2all_experimental_allowed, role=role), given=partial(_all2all_given, role=role)),
+    ]
+
+
 def _roles_rules() -> list[Rule]:
     out: list[Rule] = []
     for role in ("prefill", "decode"):
+        out += _all2all_rules(role)
         out.append(Rule(
             cel=f"!self.{role}.tuning.prefixCaching",
             field=f".{role}.tuning.prefixCaching",

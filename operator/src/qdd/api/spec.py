@@ -65,6 +65,7 @@ class ArchitectureSpec(ApiModel):
     moe_intermediate_size: int = Field(0, ge=0, le=1048576, description="config.json moe_intermediate_size.")
     shared_expert_intermediate_size: int = Field(0, ge=0, le=1048576, description="config.json shared_expert_intermediate_size.")
     intermediate_size: int = Field(0, ge=0, le=1048576, description="config.json intermediate_size (dense MLP).")
+    mtp_num_hidden_layers: int = Field(1, ge=0, le=16, description="config.json mtp_num_hidden_layers: multi-token-prediction layers the checkpoint ships (0: speculative mtp is refused).")
 
 
 class ModelSpec(ApiModel):
@@ -159,7 +160,8 @@ class RoleTuning(ApiModel):
     max_num_seqs: int | None = Field(None, ge=1, le=65536, description="--max-num-seqs per DP rank. Default: decode max(engine default, capture size).")
     max_cudagraph_capture_size: int | None = Field(None, ge=1, le=65536, description="--max-cudagraph-capture-size. Default (decode): ceil(concurrency / decode DP ranks) + 128 on vLLM's capture grid, at least 512.")
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1, description="--gpu-memory-utilization. Default: the engine's (0.92 on 0.33).")
-    all2all_backend: str | None = Field(None, alias="all2allBackend", max_length=64, pattern=ALL2ALL, description="--all2all-backend for expert parallel (engine default allgather_reducescatter).")
+    all2all_backend: str | None = Field(None, alias="all2allBackend", max_length=64, pattern=ALL2ALL, description="--all2all-backend for expert parallel (engine default allgather_reducescatter). Checked per engine version and topology: removed or aliased backends are refused, and an endpoint that spans GB200 trays takes only backends that work across them (docs/all2all.md).")
+    allow_experimental_all2all: bool = Field(False, alias="allowExperimentalAll2all", description="Allow an --all2all-backend qdd has no evidence for on this topology (DeepEP, NIXL EP): off by default, and a status warning when on.")
 
 
 def _role_tuning_default() -> RoleTuning:
@@ -294,6 +296,14 @@ class KVTransferSpec(ApiModel):
     preflight: PreflightSpec = Field(default_factory=PreflightSpec, json_schema_extra={"default": {}}, description="KV-transfer preflight Jobs (one serve/fetch pair per decode endpoint).")
 
 
+class SpeculativeSpec(ApiModel):
+    """Speculative decoding, one setting for both roles: vLLM's NIXL handshake compares the speculative
+    method, so MTP on one role only starts and then fails every transfer."""
+
+    method: Literal["mtp"] = Field("mtp", description="Draft method. mtp: the checkpoint's own multi-token-prediction layers (Qwen3.5/3.8 ship one; vLLM 0.33 maps qwen3_5_mtp to mtp).")
+    num_speculative_tokens: int = Field(1, ge=1, le=8, description="Draft tokens per decode step (k). Decode then carries 1 + k tokens per sequence: qdd sizes CUDA-graph capture, batched tokens and the GDN state ((1 + k) pages per request) for it.")
+
+
 class PortsSpec(ApiModel):
     http: int = Field(8000, ge=1, le=65535, description="HTTP port of the OpenAI server.")
     data_parallel_rpc: int = Field(29550, ge=1, le=65535, description="--data-parallel-rpc-port. Not 0, not the HTTP port.")
@@ -317,6 +327,7 @@ class QwenDisaggDeploymentSpec(ApiModel):
     prefill: PrefillSpec = Field(description="Prefill role.")
     decode: DecodeSpec = Field(description="Decode role.")
     cluster: ClusterSpec = Field(default_factory=ClusterSpec, json_schema_extra={"default": {}}, description="Hardware and placement.")
+    speculative: SpeculativeSpec | None = Field(None, description="Speculative decoding (MTP), rendered as one identical --speculative-config on every engine pod. Unset: none.")
     kv_transfer: KVTransferSpec = Field(default_factory=KVTransferSpec, json_schema_extra={"default": {}}, description="NIXL KV transfer between roles.")
     ports: PortsSpec = Field(default_factory=PortsSpec, json_schema_extra={"default": {}}, description="Engine ports.")
     router: RouterSpec = Field(default_factory=RouterSpec, json_schema_extra={"default": {}}, description="The P/D router in front.")

@@ -37,6 +37,8 @@ class PlanSummary(ApiModel):
     nodes: int | None = Field(None, description="Nodes the engine pods need (at least).")
     kv_cache_dtype: str | None = Field(None, description="--kv-cache-dtype every engine pod runs with (resolved; never auto).")
     kv_cache_dtype_source: str | None = Field(None, description="Where kvCacheDtype comes from: the spec, or what the checkpoint declares.")
+    prefill_max_num_seqs: int | None = Field(None, description="Prefill --max-num-seqs when qdd sets it (lowered to the cache's blocks per rank); unset: the engine default.")
+    speculative_tokens: int | None = Field(None, description="Draft tokens per decode step (spec.speculative); 0 without speculative decoding.")
 
 
 class KVTransferStatus(ApiModel):

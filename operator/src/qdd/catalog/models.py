@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import math
-import re
 from dataclasses import dataclass, field
 
 DTYPE_BYTES: dict[str, float] = {
@@ -57,6 +55,9 @@ class Architecture:
     intermediate_size: int = 0
     tie_word_embeddings: bool = False
     max_position_embeddings: int = 262144
+    mtp_num_hidden_layers: int = 1
+    """Multi-token-prediction layers shipped with the checkpoint (config.json mtp_num_hidden_layers;
+    Qwen3-Next: num_nextn_predict_layers): each is one full-attention decoder layer with its own MoE."""
     aliases: tuple[str, ...] = field(default=())
 
     @property
@@ -76,6 +77,18 @@ class Architecture:
     def expert_params(self) -> int:
         """Routed-expert parameters: layers × experts × 3 projections × hidden × moe_intermediate."""
         return self.num_hidden_layers * self.num_experts * 3 * self.hidden_size * self.moe_intermediate_size
+
+    @property
+    def projection_params(self) -> int:
+        """Attention and Gated DeltaNet projections of all layers: what mixed-precision exports
+        quantize besides the experts (e.g. FP8 in NVIDIA's Qwen3.8 NVFP4 export)."""
+        h = self.hidden_size
+        qk = self.linear_num_key_heads * self.linear_key_head_dim
+        v = self.linear_num_value_heads * self.linear_value_head_dim
+        gdn = h * (2 * qk + 2 * v) + h * 2 * self.linear_num_value_heads + v * h
+        q, kv = self.num_attention_heads * self.head_dim, self.num_key_value_heads * self.head_dim
+        attn = h * 2 * q + 2 * h * kv + q * h
+        return self.num_gdn_layers * gdn + self.num_full_attention_layers * attn
 
     @property
     def non_expert_params(self) -> int:
@@ -98,6 +111,22 @@ class Architecture:
     @property
     def total_params(self) -> int:
         return self.expert_params + self.non_expert_params
+
+    @property
+    def mtp_expert_params(self) -> int:
+        """Routed experts of the MTP layers (each layer a full MoE, like the model's)."""
+        return self.mtp_num_hidden_layers * self.num_experts * 3 * self.hidden_size * self.moe_intermediate_size
+
+    @property
+    def mtp_non_expert_params(self) -> int:
+        """The rest of the MTP layers: gated full attention, shared expert and router, and the fc that
+        joins the token embedding with the hidden state (2 × hidden → hidden). Embeddings and LM head
+        are the model's own (vllm/model_executor/models/qwen3_5_mtp.py shares them)."""
+        h = self.hidden_size
+        q, kv = self.num_attention_heads * self.head_dim, self.num_key_value_heads * self.head_dim
+        attn = h * 2 * q + 2 * h * kv + q * h
+        mlp = 3 * h * (self.shared_expert_intermediate_size + self.intermediate_size) + h * self.num_experts
+        return self.mtp_num_hidden_layers * (attn + mlp + 2 * h * h)
 
 
 def _qwen35(name: str, **kw: Any) -> Architecture:
@@ -127,6 +156,14 @@ ARCHITECTURES: dict[str, Architecture] = {
         _qwen35("Qwen3.5-27B", vllm_class="Qwen3_5ForConditionalGeneration", num_hidden_layers=64,
                 num_attention_heads=24, num_key_value_heads=4, linear_num_value_heads=48, hidden_size=5120,
                 intermediate_size=17408),
+        # Qwen3.8 (released 2026-08): the Qwen3.5 model classes; docs/facts/qwen38.md gives the sources.
+        _qwen35("Qwen3.8-2.4T-A95B", vllm_class="Qwen3_5MoeForCausalLM", num_hidden_layers=92,
+                num_attention_heads=64, num_key_value_heads=4, linear_num_value_heads=128, hidden_size=8192,
+                num_experts=512, num_experts_per_tok=10, moe_intermediate_size=2048,
+                shared_expert_intermediate_size=2048),
+        _qwen35("Qwen3.8-27B", vllm_class="Qwen3_5ForConditionalGeneration", num_hidden_layers=64,
+                num_attention_heads=24, num_key_value_heads=4, linear_num_value_heads=48, hidden_size=5120,
+                intermediate_size=17408),
         _qwen35("Qwen3-Next-80B-A3B", vllm_class="Qwen3NextForCausalLM", num_hidden_layers=48,
                 num_attention_heads=16, num_key_value_heads=2, linear_num_value_heads=32, hidden_size=2048,
                 vocab_size=151936, num_experts=512, num_experts_per_tok=10, moe_intermediate_size=512,
@@ -134,82 +171,3 @@ ARCHITECTURES: dict[str, Architecture] = {
     )
 }
 
-_SUFFIX = re.compile(r"-(NVFP4|FP8|BF16|FP4|Instruct|Thinking|Base)(-V\d+)?$", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    """What a model string resolves to: its architecture and how its weights are stored.
-
-    ``expert_dtype``/``dense_dtype``: storage of routed experts vs everything else. NVIDIA's
-    ModelOpt NVFP4 exports quantize the routed experts and keep GDN, attention, embeddings and
-    LM head in bf16 (this reproduces the ≈217 GB experts + ≈20 GB of docs/facts/memory-model.md).
-    ``kv_cache_dtype_auto``: what vLLM's ``--kv-cache-dtype auto`` resolves to: the checkpoint's
-    ``kv_cache_quant_algo`` when it has one (ModelOpt NVFP4 exports: FP8), else the model dtype
-    (vllm/utils/torch_utils.py, resolve_kv_cache_dtype_string). ``kv_cache_dtype_source`` says
-    where that record comes from, and whether it is verified against the checkpoint itself.
-    """
-
-    architecture: Architecture
-    expert_dtype: str
-    dense_dtype: str
-    kv_cache_dtype_auto: str
-    kv_cache_dtype_source: str = ""
-
-    def expert_weight_bytes(self) -> int:
-        return math.ceil(self.architecture.expert_params * DTYPE_BYTES[self.expert_dtype])
-
-    def non_expert_weight_bytes(self) -> int:
-        return math.ceil(self.architecture.non_expert_params * DTYPE_BYTES[self.dense_dtype])
-
-
-KV_FROM_MODELOPT_NVFP4 = ("checkpoint: ModelOpt NVFP4 exports of Qwen3.x declare kv_cache_quant_algo FP8, which vLLM "
-                          "0.33 resolves 'auto' to (unverified for this checkpoint: set tuning.kvCacheDtype to be sure)")
-KV_FROM_MODEL_DTYPE = "checkpoint: no KV cache quantization declared, so the model dtype (config.json torch_dtype)"
-
-
-class UnknownModelError(LookupError):
-    pass
-
-
-def supported_models() -> list[str]:
-    return sorted(ARCHITECTURES)
-
-
-def resolve_checkpoint(model: str, architecture: Architecture | None = None, quantization: str = "auto") -> Checkpoint:
-    """Map an HF id or path (``nvidia/Qwen3.5-397B-A17B-NVFP4``, ``/models/Qwen3.5-27B``) to a
-    :class:`Checkpoint`. ``architecture`` given inline wins over the catalog; ``quantization``
-    (nvfp4, fp8, bfloat16) wins over the name's suffix.
-
-    Raises :class:`UnknownModelError` naming the supported architectures.
-    """
-    base = model.rstrip("/").split("/")[-1]
-    precision = "bf16"
-    m = _SUFFIX.search(base)
-    while m:
-        if m.group(1).upper() in ("NVFP4", "FP4"):
-            precision = "nvfp4"
-        elif m.group(1).upper() == "FP8":
-            precision = "fp8"
-        base = base[: m.start()]
-        m = _SUFFIX.search(base)
-    arch = architecture or ARCHITECTURES.get(base)
-    if arch is None:
-        lowered = {k.lower(): v for k, v in ARCHITECTURES.items()}
-        arch = lowered.get(base.lower())
-    if arch is None:
-        raise UnknownModelError(
-            f"model {model!r} is not in the catalog (supported: {', '.join(supported_models())}); "
-            "name one of them in spec.model.architecture.name, or give its config.json numbers inline "
-            "under spec.model.architecture"
-        )
-    if quantization != "auto":
-        precision = {"bfloat16": "bf16"}.get(quantization, quantization)
-    if precision == "nvfp4":
-        return Checkpoint(arch, expert_dtype="nvfp4", dense_dtype="bfloat16", kv_cache_dtype_auto="fp8",
-                          kv_cache_dtype_source=KV_FROM_MODELOPT_NVFP4)
-    if precision == "fp8":
-        return Checkpoint(arch, expert_dtype="fp8", dense_dtype="fp8", kv_cache_dtype_auto="bfloat16",
-                          kv_cache_dtype_source=KV_FROM_MODEL_DTYPE)
-    return Checkpoint(arch, expert_dtype="bfloat16", dense_dtype="bfloat16", kv_cache_dtype_auto="bfloat16",
-                      kv_cache_dtype_source=KV_FROM_MODEL_DTYPE)

@@ -250,7 +250,10 @@ def _plan_status(plan: Plan, name: str, ns: str, kv: Verdict | None, obs: Observ
         "nodes": plan.min_nodes,
         "kvCacheDtype": plan.kv_cache_dtype,
         "kvCacheDtypeSource": plan.kv_cache_dtype_source,
+        "speculativeTokens": plan.spec.speculative.num_speculative_tokens if plan.spec.speculative else 0,
     }}
+    if plan.prefill.max_num_seqs is not None:
+        out["plan"]["prefillMaxNumSeqs"] = plan.prefill.max_num_seqs
     if plan.warnings:
         out["warnings"] = list(plan.warnings)
     if plan.router.replicas > 0:

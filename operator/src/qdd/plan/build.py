@@ -11,12 +11,12 @@ from ..api import Resource
 from ..api.spec import DecodeSpec, PrefillSpec, QwenDisaggDeploymentSpec, RoleSpec
 from ..catalog import (Architecture, Checkpoint, EngineProfile, GPUKind, UnknownEngineError, UnknownGPUError,
                        UnknownModelError, engine_profile, gpu_kind, resolve_checkpoint)
-from ..catalog.vllm_options import serve_options
 from ..errors import FieldError, SpecError
 from . import sizing
 from .args import check_extra, check_roles_match, extra_env, kv_transfer_config
 from .flags import RoleContext, max_model_len, role_flags
-from .memory import DecodeCapacity, cache_layout, decode_capacity, rank_budget
+from .all2all import all2all_problems
+from .capacity import RankMemory, decode_capacity_check, gdn_block_limit, weights_fit_errors
 from .router import router_plan
 from .sizing import RoleSizing
 from .types import EnvEntry, Plan, PodPlan, RolePlan
@@ -132,11 +132,6 @@ def _role_errors(role: str, rs: RoleSpec, profile: EngineProfile, spec: QwenDisa
     if tu.gdn_prefill_backend and not profile.has_gdn_prefill_backend:
         errors.append(FieldError(f"spec.{role}.tuning.gdnPrefillBackend",
                                  f"vLLM {profile.version} has no --gdn-prefill-backend; remove it"))
-    choices = serve_options().option("all2all-backend").choices or ()
-    if tu.all2all_backend and profile.version == serve_options().vllm_version and tu.all2all_backend not in choices:
-        errors.append(FieldError(f"spec.{role}.tuning.all2allBackend",
-                                 f"{tu.all2all_backend!r} is not an --all2all-backend of vLLM {profile.version}: "
-                                 f"use one of {', '.join(choices)}"))
     side_base, dp = spec.kv_transfer.side_channel_port, rs.topology.data_parallel
     for port, field in ((spec.ports.http, "spec.ports.http"), (spec.ports.data_parallel_rpc, "spec.ports.dataParallelRpc")):
         if side_base <= port < side_base + dp:
@@ -188,13 +183,20 @@ def _resolve(spec: QwenDisaggDeploymentSpec) -> _Resolved:
     return _Resolved(ckpt, gpu, profile, spec.cluster.gpus_per_node or gpu.gpus_per_node, served, kv_dtype, kv_source)
 
 
-def _decode_sizing_errors(spec: QwenDisaggDeploymentSpec, s: RoleSizing) -> list[FieldError]:
+def _decode_sizing_errors(spec: QwenDisaggDeploymentSpec, s: RoleSizing, k: int) -> list[FieldError]:
     """Decode sizing vLLM or the workload refuses: too few sequences per rank, batched tokens
-    below the sequences, a capture size above the batched tokens."""
+    below the sequences, a capture size above the batched tokens, or (with k speculative tokens)
+    not a multiple of the 1 + k tokens of a decode step."""
     d, w = spec.decode, spec.workload
     per_rank = sizing.per_rank_concurrency(w.concurrency, d.endpoints, d.topology.data_parallel)
     seqs, mnbt, capture = s.max_num_seqs or 0, s.max_num_batched_tokens, s.max_cudagraph_capture_size or 0
+    q = sizing.decode_query_len(k)
     errors = []
+    if k and capture % q:
+        errors.append(FieldError("spec.decode.tuning.maxCudagraphCaptureSize",
+                                 f"{capture} is not a multiple of 1 + numSpeculativeTokens = {q}: vLLM rounds capture sizes "
+                                 f"up to multiples of {q} and drops those above it, so decode steps lose their largest "
+                                 f"graphs; use {sizing.round_up_to_grid_multiple(capture, q)} or remove it"))
     if seqs < per_rank:
         errors.append(FieldError("spec.decode.tuning.maxNumSeqs",
                                  f"{seqs} per DP rank is below the {per_rank} requests each of the "
@@ -262,36 +264,8 @@ def _role(plan_name: str, namespace: str, role: str, spec: QwenDisaggDeploymentS
         max_num_seqs=role_sizing.max_num_seqs, max_cudagraph_capture_size=role_sizing.max_cudagraph_capture_size,
         gpu_memory_utilization=tu.gpu_memory_utilization or profile.gpu_memory_utilization_default,
         async_scheduling=async_on, kv_role=kv_role, pods=tuple(pods))
-    return plan, errors + _role_errors(role, rs, profile, spec)
-
-
-def _capacity(spec: QwenDisaggDeploymentSpec, r: _Resolved, decode: RolePlan,
-              s: RoleSizing) -> tuple[DecodeCapacity, list[FieldError], list[str]]:
-    """The predicted decode capacity, and the error or warning it gives against the concurrency."""
-    d, w = spec.decode, spec.workload
-    layout = cache_layout(r.checkpoint, d.topology.tensor_parallel, r.kv_cache_dtype, d.tuning.mamba_ssm_cache_dtype,
-                          r.profile)
-    budget = rank_budget(r.checkpoint, r.gpu, d.topology.data_parallel, d.topology.tensor_parallel,
-                         d.topology.expert_parallel, decode.gpu_memory_utilization, s.max_num_batched_tokens,
-                         s.max_num_seqs or 0)
-    cap = decode_capacity(layout, budget, d.topology.data_parallel, d.endpoints, w.isl, w.osl, w.random_range_ratio,
-                          w.concurrency)
-    if budget.cache_bytes <= 0:
-        return cap, [FieldError("spec.decode.topology.dataParallel",
-                                f"weights ({budget.weight_bytes / 1e9:.1f} GB per rank) and activations leave no KV cache "
-                                f"on {r.gpu.name} ({budget.usable_bytes / 1e9:.1f} GB usable): shard over more ranks")], []
-    if cap.refused:
-        return cap, [FieldError(
-            "spec.workload.concurrency",
-            f"{w.concurrency} concurrent requests exceed the predicted decode capacity of {cap.total} "
-            f"({d.endpoints} × {decode.topology_name}: {cap.per_endpoint} per endpoint at {cap.request_bytes / 2**20:.0f} MiB "
-            f"per request of ~{cap.mean_tokens:.0f} tokens, {budget.cache_bytes / 1e9:.1f} GB KV cache per rank); "
-            f"it needs {cap.endpoints_needed} decode endpoints ({cap.endpoints_needed * decode.gpus_per_endpoint} decode GPUs): "
-            f"raise spec.decode.endpoints to {cap.endpoints_needed} or lower the concurrency")], []
-    if cap.tight:
-        return cap, [], [f"concurrency {w.concurrency} is above the predicted decode capacity {cap.total} but within the "
-                         "model's ±20% tolerance: expect preemptions near the target"]
-    return cap, [], []
+    a2a_errors, a2a_warnings = all2all_problems(role, tu, profile.version, r.gpu, pods_per)
+    return dataclasses.replace(plan, warnings=tuple(a2a_warnings)), errors + _role_errors(role, rs, profile, spec) + a2a_errors
 
 
 def _placement_errors(spec: QwenDisaggDeploymentSpec, r: _Resolved, prefill: RolePlan,
@@ -316,26 +290,9 @@ def _placement_errors(spec: QwenDisaggDeploymentSpec, r: _Resolved, prefill: Rol
     return errors
 
 
-def build_plan(resource: Resource) -> Plan:
-    """Plan a parsed resource: resolve the catalog entries, size both roles, assemble their pods,
-    predict the decode capacity, check placement. Raises :class:`SpecError` with every problem found."""
-    spec, w = resource.spec, resource.spec.workload
-    r = _resolve(spec)
-    errors = check_roles_match(spec.prefill, spec.decode)
-    max_len, want = r.checkpoint.architecture.max_position_embeddings, max_model_len(spec)
-    if want > max_len:
-        field, what = (("spec.workload.maxModelLen", f"maxModelLen {want} tokens") if w.max_model_len else
-                       ("spec.workload.osl", f"isl + osl = {want} tokens"))
-        errors.append(FieldError(field, f"{what} exceeds the model's context of {max_len} "
-                                        "(config.json max_position_embeddings)"))
-    d = spec.decode
-    prefill_sizing = sizing.prefill_sizing(spec.prefill.tuning, w.isl)
-    decode_sizing = sizing.decode_sizing(d.tuning, r.profile, r.gpu, w.concurrency, d.endpoints, d.topology.data_parallel)
-    errors += _decode_sizing_errors(spec, decode_sizing)
-    prefill, prefill_errors = _role(resource.name, resource.namespace, "prefill", spec, r, prefill_sizing)
-    decode, decode_errors = _role(resource.name, resource.namespace, "decode", spec, r, decode_sizing)
-    cap, cap_errors, warnings = _capacity(spec, r, decode, decode_sizing)
-    errors += prefill_errors + decode_errors + cap_errors + _placement_errors(spec, r, prefill, decode)
+def _spec_warnings(spec: QwenDisaggDeploymentSpec) -> list[str]:
+    """Warnings the spec alone gives (no plan numbers)."""
+    warnings = []
     pvc = spec.model.source is not None and spec.model.source.pvc is not None
     if spec.model.revision is None and not pvc:
         warnings.append("spec.model.revision is unset: prefill and decode may load different weights after an upstream "
@@ -347,6 +304,57 @@ def build_plan(resource: Resource) -> Plan:
         warnings.append("kvTransfer.sideChannelHost is fixed: every engine pod advertises "
                         f"{spec.kv_transfer.side_channel_host}; only correct when that address reaches each pod "
                         "(e.g. one pod per host with hostNetwork)")
+    return warnings
+
+
+def speculative_tokens(spec: QwenDisaggDeploymentSpec) -> int:
+    """k of spec.speculative (0 without speculative decoding)."""
+    return spec.speculative.num_speculative_tokens if spec.speculative else 0
+
+
+def _sizing(spec: QwenDisaggDeploymentSpec, r: _Resolved, m: RankMemory
+            ) -> tuple[RoleSizing, RoleSizing, list[FieldError], list[str]]:
+    """Both roles' sizing after the memory checks: weights that fit, max-num-seqs within the cache blocks."""
+    w, d, k = spec.workload, spec.decode, m.speculative_tokens
+    prefill_sizing = sizing.prefill_sizing(spec.prefill.tuning, w.isl)
+    decode_sizing = sizing.decode_sizing(d.tuning, r.profile, r.gpu, w.concurrency, d.endpoints, d.topology.data_parallel, k)
+    errors = _decode_sizing_errors(spec, decode_sizing, k)
+    fit = [e for role, rs, s in (("prefill", spec.prefill, prefill_sizing), ("decode", d, decode_sizing))
+           for e in weights_fit_errors(role, m, rs, s, max_model_len(spec))]
+    if fit:
+        return prefill_sizing, decode_sizing, errors + fit, []
+    prefill_sizing, pe, pw = gdn_block_limit("prefill", m, spec.prefill, prefill_sizing)
+    decode_sizing, de, dw = gdn_block_limit("decode", m, d, decode_sizing)
+    return prefill_sizing, decode_sizing, errors + pe + de, pw + dw
+
+
+def _speculative_errors(spec: QwenDisaggDeploymentSpec, ckpt: Checkpoint) -> list[FieldError]:
+    if spec.speculative and ckpt.architecture.mtp_num_hidden_layers < 1:
+        return [FieldError("spec.speculative.method",
+                           f"{ckpt.architecture.name} ships no MTP layers (mtpNumHiddenLayers 0): remove spec.speculative")]
+    return []
+
+
+def build_plan(resource: Resource) -> Plan:
+    """Plan a parsed resource: resolve the catalog entries, size both roles, check their memory,
+    assemble their pods, predict the decode capacity, check placement. Raises :class:`SpecError`
+    with every problem found."""
+    spec, w = resource.spec, resource.spec.workload
+    r = _resolve(spec)
+    errors = check_roles_match(spec.prefill, spec.decode) + _speculative_errors(spec, r.checkpoint)
+    max_len, want = r.checkpoint.architecture.max_position_embeddings, max_model_len(spec)
+    if want > max_len:
+        field, what = (("spec.workload.maxModelLen", f"maxModelLen {want} tokens") if w.max_model_len else
+                       ("spec.workload.osl", f"isl + osl = {want} tokens"))
+        errors.append(FieldError(field, f"{what} exceeds the model's context of {max_len} "
+                                        "(config.json max_position_embeddings)"))
+    m = RankMemory(r.checkpoint, r.gpu, r.profile, r.kv_cache_dtype, speculative_tokens(spec), r.gpus_per_node)
+    prefill_sizing, decode_sizing, sizing_errors, warnings = _sizing(spec, r, m)
+    prefill, prefill_errors = _role(resource.name, resource.namespace, "prefill", spec, r, prefill_sizing)
+    decode, decode_errors = _role(resource.name, resource.namespace, "decode", spec, r, decode_sizing)
+    cap, cap_errors, cap_warnings = decode_capacity_check(spec, m, decode_sizing, decode.gpus_per_endpoint)
+    errors += sizing_errors + prefill_errors + decode_errors + cap_errors + _placement_errors(spec, r, prefill, decode)
+    warnings += cap_warnings + list(prefill.warnings) + list(decode.warnings) + _spec_warnings(spec)
     if errors:
         raise SpecError(errors)
     compute_domain = r.gpu.multi_node_nvlink if spec.cluster.compute_domain is None else spec.cluster.compute_domain

@@ -14,6 +14,7 @@ endpoint (DP address, local size, start rank, ``--headless``, ``--port``) are re
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -76,6 +77,14 @@ def max_model_len(spec: QwenDisaggDeploymentSpec) -> int:
     return w.max_model_len or w.isl + w.osl
 
 
+def speculative_config(method: str, num_speculative_tokens: int) -> str:
+    """--speculative-config JSON (vllm/config/speculative.py, SpeculativeConfig); compact, sorted keys.
+    ``mtp`` uses the checkpoint's own MTP layers as the draft (vLLM 0.33 maps the older
+    ``qwen3_5_mtp`` name to it with a deprecation warning)."""
+    return json.dumps({"method": method, "num_speculative_tokens": num_speculative_tokens}, sort_keys=True,
+                      separators=(",", ":"))
+
+
 def _tuning(c: RoleContext):  # noqa: ANN202 — RoleTuning, imported for type checking only
     return c.role_spec.tuning
 
@@ -133,6 +142,10 @@ ENGINE_FLAGS: tuple[Flag, ...] = (
          must_match=True, render=lambda c: ["--revision", c.spec.model.revision] if c.spec.model.revision else []),
     Flag("tokenizer-revision", "spec.model.revision", "the tokenizer of the same revision as the weights", must_match=True,
          render=lambda c: ["--tokenizer-revision", c.spec.model.revision] if c.spec.model.revision else []),
+    Flag("speculative-config", "spec.speculative", "the NIXL handshake compares the speculative method: MTP on one role "
+         "only starts, then fails every transfer; decode sizing depends on k", must_match=True,
+         render=lambda c: [] if c.spec.speculative is None else
+         ["--speculative-config", speculative_config(c.spec.speculative.method, c.spec.speculative.num_speculative_tokens)]),
     Flag("kv-transfer-config", "spec.kvTransfer", "connector, kv_role, load-failure policy and lease of the NIXL transfer",
          render=lambda c: ["--kv-transfer-config", c.kv_transfer_config]),
     Flag("host", "(owned: engines listen on all pod addresses)", "Services reach the pod IP"),

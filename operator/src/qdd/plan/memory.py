@@ -9,9 +9,14 @@ Formulas follow vLLM 0.33 (docs/facts/memory-model.md):
 - hybrid block size: attention block raised until one attention page ≥ one GDN page, on the
   kernel alignment (vllm/model_executor/models/config.py,
   HybridAttentionMambaModelConfig.verify_and_update_config);
-- KV-cache groups of equal layer count sharing one page size; a request holds
-  ceil(tokens / block) blocks in each attention group and one block in each GDN group
-  (vllm/v1/core/kv_cache_utils.py, vllm/v1/core/single_type_kv_cache_manager.py).
+- KV-cache groups of equal layer count sharing one page size: the group size is the smallest
+  layer count of a kind, or the largest when that is below 1.5 × the smallest
+  (vllm/v1/core/kv_cache_planning.py); a request holds ceil(tokens / block) blocks in each
+  attention group and 1 + k blocks in each GDN group with k speculative tokens
+  (MambaSpec.num_speculative_blocks; vllm/v1/core/single_type_kv_cache_manager.py);
+- MTP speculative decoding adds the checkpoint's MTP layers: one full-attention layer each (its KV
+  joins the attention layers) with its own MoE; embeddings and LM head are the model's
+  (vllm/model_executor/models/qwen3_5_mtp.py).
 Numbers marked (est.) are estimates, not measurements; the capacity is a prediction.
 """
 
@@ -45,7 +50,8 @@ class CacheLayout:
     ``gdn_bytes_per_layer``: conv + ssm state bytes per request per GDN layer.
     ``block_size``: tokens per attention block. ``page_bytes``: bytes of one block of one layer
     (the uniform page size all groups share). ``layers_per_group``: layers (= cache tensors) per
-    group. ``attn_groups``/``gdn_groups``: number of groups of each kind.
+    group. ``attn_groups``/``gdn_groups``: number of groups of each kind. ``gdn_blocks``: blocks a
+    request holds in each GDN group (1 + k with k speculative tokens).
     """
 
     kv_dtype: str
@@ -57,6 +63,7 @@ class CacheLayout:
     layers_per_group: int
     attn_groups: int
     gdn_groups: int
+    gdn_blocks: int = 1
 
     @property
     def gdn_bytes_per_layer(self) -> int:
@@ -73,14 +80,24 @@ class CacheLayout:
         return self.page_bytes * self.layers_per_group
 
     def blocks_per_request(self, tokens: int) -> int:
-        return self.attn_groups * math.ceil(tokens / self.block_size) + self.gdn_groups
+        return self.attn_groups * math.ceil(tokens / self.block_size) + self.gdn_groups * self.gdn_blocks
 
     def request_bytes(self, tokens: int) -> int:
         """Bytes one request of ``tokens`` tokens holds, with block rounding."""
         return self.blocks_per_request(tokens) * self.block_bytes
 
 
-def cache_layout(ckpt: Checkpoint, tp: int, kv_cache_dtype: str, ssm_dtype: str, profile: EngineProfile) -> CacheLayout:
+def group_size(layer_counts: tuple[int, ...]) -> int:
+    """Layers per KV-cache group: the smallest count of a kind, or the largest when it is below 1.5 ×
+    the smallest (vllm/v1/core/kv_cache_planning.py: pads 12 + 13 layers to 13 + 13, not 12 + 24)."""
+    lo, hi = min(layer_counts), max(layer_counts)
+    return hi if hi < lo * 1.5 else lo
+
+
+def cache_layout(ckpt: Checkpoint, tp: int, kv_cache_dtype: str, ssm_dtype: str, profile: EngineProfile,
+                 num_speculative_tokens: int = 0) -> CacheLayout:
+    """One rank's hybrid cache; ``num_speculative_tokens`` > 0 means MTP speculative decoding (the
+    MTP layers' KV and 1 + k GDN blocks per request)."""
     a = ckpt.architecture
     kv_dtype = ckpt.kv_cache_dtype_auto if kv_cache_dtype == "auto" else kv_cache_dtype
     ssm = "float32" if ssm_dtype == "auto" else ssm_dtype  # Qwen3.5 configs: mamba_ssm_dtype float32
@@ -91,12 +108,13 @@ def cache_layout(ckpt: Checkpoint, tp: int, kv_cache_dtype: str, ssm_dtype: str,
     ssm_b = (a.linear_num_value_heads // tp) * a.linear_value_head_dim * a.linear_key_head_dim * int(DTYPE_BYTES[ssm])
     align = profile.hybrid_block_alignment
     block = align * math.ceil((conv + ssm_b) / (align * attn))
-    n_fa, n_gdn = a.num_full_attention_layers, a.num_gdn_layers
-    group = min(n_fa, n_gdn)
+    n_fa = a.num_full_attention_layers + (a.mtp_num_hidden_layers if num_speculative_tokens else 0)
+    n_gdn = a.num_gdn_layers
+    group = group_size((n_fa, n_gdn))
     return CacheLayout(
         kv_dtype=kv_dtype, attn_bytes_per_token_layer=attn, gdn_conv_bytes_per_layer=conv, gdn_ssm_bytes_per_layer=ssm_b,
         block_size=block, page_bytes=block * attn, layers_per_group=group,
-        attn_groups=math.ceil(n_fa / group), gdn_groups=math.ceil(n_gdn / group),
+        attn_groups=math.ceil(n_fa / group), gdn_groups=math.ceil(n_gdn / group), gdn_blocks=1 + num_speculative_tokens,
     )
 
 
@@ -120,13 +138,26 @@ class RankBudget:
         return self.usable_bytes - self.weight_bytes - self.activation_bytes - self.cuda_graph_bytes - self.non_torch_bytes
 
 
+MTP_DTYPE = "bfloat16"
+"""(est.) Storage of the MTP layers: quantized exports commonly leave them unquantized, so qdd
+plans with bf16, the larger case (unverified for each checkpoint)."""
+
+
 def rank_budget(ckpt: Checkpoint, gpu: GPUKind, dp: int, tp: int, expert_parallel: bool, utilization: float,
-                max_num_batched_tokens: int, max_num_seqs: int) -> RankBudget:
+                max_num_batched_tokens: int, max_num_seqs: int, mtp: bool = False) -> RankBudget:
     """Memory of one rank. Experts are sharded over DP×TP ranks with expert parallel (else over TP);
-    everything else is sharded over TP only (replicated across DP)."""
+    everything else is sharded over TP only (replicated across DP). ``mtp``: the MTP layers are
+    loaded too (speculative decoding), sharded the same way."""
     a = ckpt.architecture
     ep = dp * tp if expert_parallel else tp
-    weights = ckpt.expert_weight_bytes() // ep + ckpt.non_expert_weight_bytes() // tp
+    # vLLM spreads experts unevenly when they do not divide (FusedMoE determine_expert_map): the
+    # fullest rank holds ceil(experts / EP) of them.
+    experts_here = math.ceil(a.num_experts / ep) if a.num_experts else 0
+    expert_share = experts_here / a.num_experts if a.num_experts else 1 / ep
+    weights = math.ceil(ckpt.expert_weight_bytes() * expert_share) + ckpt.non_expert_weight_bytes() // tp
+    if mtp:
+        b = DTYPE_BYTES[MTP_DTYPE]
+        weights += math.ceil(a.mtp_expert_params * b * expert_share) + math.ceil(a.mtp_non_expert_params * b) // tp
     bytes_model = int(DTYPE_BYTES[MODEL_DTYPE])
     # Profiling peak: hidden activations of a full batch plus float32 logits and probabilities
     # of every sampled sequence (vllm/v1/worker/gpu_model_runner.py, profile_run).
@@ -169,6 +200,12 @@ class DecodeCapacity:
         return self.per_endpoint * self.endpoints
 
     @property
+    def blocks_per_rank(self) -> int:
+        """Block ids the rank's cache holds (vLLM's kv_cache_config.num_blocks): one block id is a page
+        in every cache tensor of a group."""
+        return max(0, self.budget.cache_bytes) // self.layout.block_bytes
+
+    @property
     def endpoints_needed(self) -> int:
         return max(1, math.ceil(self.target / max(1, self.per_endpoint)))
 
@@ -185,7 +222,7 @@ def decode_capacity(layout: CacheLayout, budget: RankBudget, ranks_per_endpoint:
                     isl: int, osl: int, ratio: float, target: int) -> DecodeCapacity:
     mean = mean_resident_tokens(isl, osl, ratio)
     # Attention blocks: ceil(T / block) averages T / block + 1/2 over a spread of lengths.
-    blocks = layout.attn_groups * (mean / layout.block_size + 0.5) + layout.gdn_groups
+    blocks = layout.attn_groups * (mean / layout.block_size + 0.5) + layout.gdn_groups * layout.gdn_blocks
     per_request = int(blocks * layout.block_bytes)
     per_rank = max(0, budget.cache_bytes) // per_request
     return DecodeCapacity(layout, budget, ranks_per_endpoint, mean, per_request, per_rank * ranks_per_endpoint,

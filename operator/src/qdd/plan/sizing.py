@@ -30,22 +30,47 @@ def per_rank_concurrency(concurrency: int, decode_endpoints: int, dp: int) -> in
     return math.ceil(concurrency / (decode_endpoints * dp))
 
 
-def decode_capture_size(concurrency: int, decode_endpoints: int, dp: int) -> int:
-    """ceil(C / decode DP ranks) + 128, rounded up to vLLM's capture grid, at least 512.
-    Seed: 3072 → 512, 4096 → 640, 5120 → 768 on one DEP8."""
-    want = per_rank_concurrency(concurrency, decode_endpoints, dp) + CAPTURE_HEADROOM
-    return max(CAPTURE_FLOOR, round_up_to_grid(want))
+def decode_query_len(num_speculative_tokens: int) -> int:
+    """Tokens one sequence carries in a decode step: 1 + k with k draft tokens (vllm/config/vllm.py,
+    VllmConfig.uniform_decode_query_len)."""
+    return 1 + num_speculative_tokens
 
 
-def decode_max_num_seqs(profile: EngineProfile, gpu: GPUKind, capture: int) -> int:
-    """max(engine default, capture size): never fewer sequences than the largest captured batch,
-    and never below what the engine would allow by itself (1024 on ≥70 GiB GPUs: the seed ran with it)."""
-    return max(profile.default_max_num_seqs(gpu), capture)
+def round_up_to_grid_multiple(n: int, q: int) -> int:
+    """Smallest size on vLLM's capture grid that is ≥ n and a multiple of q. With speculative decoding
+    vLLM rounds every capture size up to a multiple of the decode query length and drops those that
+    then exceed the largest (vllm/config/compilation.py, adjust_cudagraph_sizes_for_spec_decode), so
+    the largest must be one already. At most q grid steps."""
+    size = round_up_to_grid(n)
+    while size % q:
+        size = round_up_to_grid(size + 1)
+    return size
 
 
-def decode_max_num_batched_tokens(profile: EngineProfile, gpu: GPUKind, max_num_seqs: int) -> int:
-    """max(engine default, max_num_seqs): vLLM requires max_num_batched_tokens ≥ max_num_seqs."""
-    return max(profile.default_max_num_batched_tokens(gpu), max_num_seqs)
+def decode_capture_size(concurrency: int, decode_endpoints: int, dp: int, num_speculative_tokens: int = 0) -> int:
+    """(1 + k) × (ceil(C / decode DP ranks) + 128) tokens, rounded up to vLLM's capture grid (and to a
+    multiple of 1 + k), at least 512. The headroom is in requests, so it scales with the query length.
+    Seed (k = 0): 3072 → 512, 4096 → 640, 5120 → 768 on one DEP8; MTP k = 1 at 5120: 1536 (covers
+    the 1,280 tokens of 640 requests per rank)."""
+    q = decode_query_len(num_speculative_tokens)
+    want = q * (per_rank_concurrency(concurrency, decode_endpoints, dp) + CAPTURE_HEADROOM)
+    return round_up_to_grid_multiple(max(CAPTURE_FLOOR, want), q)
+
+
+def decode_max_num_seqs(profile: EngineProfile, gpu: GPUKind, capture: int, num_speculative_tokens: int = 0) -> int:
+    """max(engine default, requests the capture size covers): never fewer sequences than the largest
+    captured batch holds (capture / (1 + k)), and never below what the engine would allow by itself
+    (1024 on ≥70 GiB GPUs: the seed ran with it)."""
+    return max(profile.default_max_num_seqs(gpu), capture // decode_query_len(num_speculative_tokens))
+
+
+def decode_max_num_batched_tokens(profile: EngineProfile, gpu: GPUKind, max_num_seqs: int, capture: int = 0,
+                                  num_speculative_tokens: int = 0) -> int:
+    """max(engine default, (1 + k) × max_num_seqs, capture size): a step of every sequence with its
+    draft tokens fits one batch (vLLM requires max_num_batched_tokens ≥ max_num_seqs), and the
+    capture size is not clamped by the batch (vllm/config/vllm.py clamps it to max_num_batched_tokens)."""
+    q = decode_query_len(num_speculative_tokens)
+    return max(profile.default_max_num_batched_tokens(gpu), q * max_num_seqs, capture)
 
 
 @dataclass(frozen=True)
@@ -66,9 +91,11 @@ def prefill_sizing(tuning: RoleTuning, isl: int) -> RoleSizing:
 
 
 def decode_sizing(tuning: RoleTuning, profile: EngineProfile, gpu: GPUKind, concurrency: int, endpoints: int,
-                  dp: int) -> RoleSizing:
-    """Decode: capture size, then sequences, then batched tokens, each from the one before unless tuned."""
-    capture = tuning.max_cudagraph_capture_size or decode_capture_size(concurrency, endpoints, dp)
-    seqs = tuning.max_num_seqs or decode_max_num_seqs(profile, gpu, capture)
-    mnbt = tuning.max_num_batched_tokens or decode_max_num_batched_tokens(profile, gpu, seqs)
+                  dp: int, num_speculative_tokens: int = 0) -> RoleSizing:
+    """Decode: capture size, then sequences, then batched tokens, each from the one before unless tuned;
+    ``num_speculative_tokens`` (k) from spec.speculative, 0 without it."""
+    k = num_speculative_tokens
+    capture = tuning.max_cudagraph_capture_size or decode_capture_size(concurrency, endpoints, dp, k)
+    seqs = tuning.max_num_seqs or decode_max_num_seqs(profile, gpu, capture, k)
+    mnbt = tuning.max_num_batched_tokens or decode_max_num_batched_tokens(profile, gpu, seqs, capture, k)
     return RoleSizing(mnbt, seqs, capture)

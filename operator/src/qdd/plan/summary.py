@@ -26,7 +26,7 @@ def _role(r: RolePlan) -> dict[str, Any]:
 
 
 def summary(plan: Plan) -> dict[str, Any]:
-    c = plan.capacity
+    c, sp = plan.capacity, plan.spec.speculative
     lay, b = c.layout, c.budget
     return {
         "name": plan.name, "namespace": plan.namespace, "model": plan.spec.model.name,
@@ -44,12 +44,15 @@ def summary(plan: Plan) -> dict[str, Any]:
                      "kvCacheBytes": b.cache_bytes},
             "cache": {"kvCacheDtype": lay.kv_dtype, "kvCacheDtypeSource": plan.kv_cache_dtype_source, "kvBytesPerToken": lay.kv_bytes_per_token,
                       "gdnStateBytesPerRequest": lay.gdn_bytes_per_layer * plan.checkpoint.architecture.num_gdn_layers,
+                      "gdnBlocksPerRequestPerGroup": lay.gdn_blocks, "blocksPerRank": c.blocks_per_rank,
                       "blockSize": lay.block_size, "pageBytes": lay.page_bytes, "layersPerGroup": lay.layers_per_group,
                       "attentionGroups": lay.attn_groups, "gdnGroups": lay.gdn_groups},
         },
         "engine": {"kvCacheDtype": plan.kv_cache_dtype, "kvCacheDtypeSource": plan.kv_cache_dtype_source,
                    "maxModelLen": max_model_len(plan.spec), "kvLeaseSeconds": plan.spec.kv_transfer.lease_seconds,
-                   "revision": plan.spec.model.revision},
+                   "revision": plan.spec.model.revision,
+                   "speculativeConfig": None if sp is None else {"method": sp.method,
+                                                                 "numSpeculativeTokens": sp.num_speculative_tokens}},
         "warnings": list(plan.warnings),
     }
 
@@ -79,7 +82,9 @@ def table(plan: Plan) -> str:
                  f"{s['minNodes']} nodes of {plan.gpus_per_node}; ComputeDomain: {_fmt(plan.compute_domain)}")
     e = s["engine"]
     lines.append(f"Both roles: --kv-cache-dtype {e['kvCacheDtype']} ({e['kvCacheDtypeSource']}); --max-model-len "
-                 f"{e['maxModelLen']}; KV lease {e['kvLeaseSeconds']} s; revision {e['revision'] or 'not pinned'}")
+                 f"{e['maxModelLen']}; KV lease {e['kvLeaseSeconds']} s; revision {e['revision'] or 'not pinned'}; "
+                 + ("no speculative decoding" if e["speculativeConfig"] is None else
+                    f"speculative {e['speculativeConfig']['method']} k={e['speculativeConfig']['numSpeculativeTokens']}"))
     dc = s["decodeCapacity"]
     rk, ca = dc["rank"], dc["cache"]
     w = plan.spec.workload
@@ -95,7 +100,8 @@ def table(plan: Plan) -> str:
         f" - CUDA graphs {rk['cudaGraphBytes'] / GB:.1f} - non-torch {rk['nonTorchBytes'] / GB:.1f}"
         f" = {rk['kvCacheBytes'] / GB:.1f} GB of KV cache",
         f"  cache: KV {ca['kvCacheDtype']} {ca['kvBytesPerToken']:,} B/token; GDN state "
-        f"{ca['gdnStateBytesPerRequest'] / MIB:.1f} MiB/request (SSM {plan.spec.decode.tuning.mamba_ssm_cache_dtype}); "
+        f"{ca['gdnStateBytesPerRequest'] / MIB:.1f} MiB/request x {ca['gdnBlocksPerRequestPerGroup']} "
+        f"(1 + speculative tokens; SSM {plan.spec.decode.tuning.mamba_ssm_cache_dtype}); "
         f"hybrid block {ca['blockSize']:,} tokens, page {ca['pageBytes']:,} B, "
         f"{ca['attentionGroups']} attention + {ca['gdnGroups']} GDN groups x {ca['layersPerGroup']} layers",
         f"  request: ~{dc['meanResidentTokens']:,.0f} resident tokens (ISL {w.isl}, OSL {w.osl}, range ratio "

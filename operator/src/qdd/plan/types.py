@@ -27,6 +27,15 @@ class EnvEntry:
         return {"name": self.name, "value": self.value or ""}
 
 
+def topology_name(dp: int, tp: int, expert_parallel: bool) -> str:
+    """DEP8, DEP2, TEP4, DP2TP2EP ... (the field's short names for one endpoint's layout)."""
+    if tp == 1:
+        return f"{'DEP' if expert_parallel else 'DP'}{dp}"
+    if dp == 1:
+        return f"{'TEP' if expert_parallel else 'TP'}{tp}"
+    return f"DP{dp}TP{tp}{'EP' if expert_parallel else ''}"
+
+
 @dataclass(frozen=True)
 class PodPlan:
     """One engine pod of one endpoint.
@@ -95,11 +104,7 @@ class RolePlan:
     @property
     def topology_name(self) -> str:
         """DEP8, DEP2, TEP4, DP2TP2 ... (the field's short names)."""
-        if self.tp == 1:
-            return f"{'DEP' if self.expert_parallel else 'DP'}{self.dp}"
-        if self.dp == 1:
-            return f"{'TEP' if self.expert_parallel else 'TP'}{self.tp}"
-        return f"DP{self.dp}TP{self.tp}{'EP' if self.expert_parallel else ''}"
+        return topology_name(self.dp, self.tp, self.expert_parallel)
 
 
 @dataclass(frozen=True)

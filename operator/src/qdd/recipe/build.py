@@ -207,7 +207,11 @@ def _spec(b: _Build, recipe: dict[str, Any], image: str) -> dict[str, Any]:
                                           "max-model-len")
     spec = {"model": model, "engine": {"image": image, "vllmVersion": EngineSpec.model_fields["vllm_version"].default},
             "workload": workload, "prefill": roles["prefill"], "decode": roles["decode"], "cluster": cluster}
-    return spec | _kv_spec(b, roles["shared"])
+    shared = roles["shared"]
+    if "spec.speculative.method" in shared:  # one setting for both roles (the handshake compares it)
+        spec["speculative"] = {f: _shared(b, f"spec.speculative.{f}", shared[f"spec.speculative.{f}"], f)
+                               for f in ("method", "numSpeculativeTokens")}
+    return spec | _kv_spec(b, shared)
 
 
 def _checked(cr: dict[str, Any]) -> list[FieldError]:

@@ -42,16 +42,10 @@ def _flags(b: _Build, cfg: Any, key: str) -> dict[str, Found]:
 
 def _kv_transfer(b: _Build, value: Any, key: str) -> dict[str, Found]:
     """What of a --kv-transfer-config qdd keeps (connector, load failure policy, NIXL backends)."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as e:
-            b.error(key, f"not valid JSON: {e}")
-            return {}
-    if not isinstance(value, dict):
-        b.error(key, f"must be a JSON object or a mapping, got {type(value).__name__}")
+    found = _json_object(b, value, key)
+    if found is None:
         return {}
-    cfg: dict[str, Any] = value
+    cfg: dict[str, Any] = found
     if "kv_connector" not in cfg:
         b.error(f"{key}.kv_connector", "required (NixlConnector)")
     fields = {"kv_connector": "connector", "kv_load_failure_policy": "loadFailurePolicy"}
@@ -68,6 +62,39 @@ def _kv_transfer(b: _Build, value: Any, key: str) -> dict[str, Found]:
     if "kv_lease_duration" in extra:
         out["leaseSeconds"] = (_num(extra["kv_lease_duration"], int), f"{extra_key}.kv_lease_duration")
     return out
+
+
+def _json_object(b: _Build, value: Any, key: str) -> dict[str, Any] | None:
+    """A flag's JSON value (a mapping in YAML, or a JSON string), or None after an error."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as e:
+            b.error(key, f"not valid JSON: {e}")
+            return None
+    if not isinstance(value, dict):
+        b.error(key, f"must be a JSON object or a mapping, got {type(value).__name__}")
+        return None
+    return value
+
+
+MTP_METHODS = ("mtp", "qwen3_5_mtp", "qwen3_next_mtp")
+"""--speculative-config methods that mean the checkpoint's MTP layers (vLLM 0.33 maps the model-type
+names to mtp: vllm/config/speculative.py)."""
+
+
+def _speculative(b: _Build, value: Any, key: str) -> dict[str, Found]:
+    """spec.speculative from a --speculative-config: the method (MTP only) and num_speculative_tokens."""
+    cfg = _json_object(b, value, key)
+    if cfg is None:
+        return {}
+    _only(b, cfg, key, ("method", "num_speculative_tokens"))
+    method = cfg.get("method")
+    if method not in MTP_METHODS:
+        b.error(f"{key}.method", f"{method!r}: qdd plans MTP speculative decoding only (method mtp)")
+    return {"spec.speculative.method": ("mtp", f"{key}.method"),
+            "spec.speculative.numSpeculativeTokens": (_num(cfg.get("num_speculative_tokens", 1), int),
+                                                      f"{key}.num_speculative_tokens")}
 
 
 def _arg_value(value: Any) -> list[str]:
@@ -115,6 +142,8 @@ def _role_flag(b: _Build, out: dict[str, Any], flag: str, value: Any, k: str) ->
         out["shared"][path_once] = (_num(value, conv), k)
     elif flag == "kv-transfer-config":
         out["shared"].update({f"spec.kvTransfer.{f}": vk for f, vk in _kv_transfer(b, value, k).items()})
+    elif flag == "speculative-config":
+        out["shared"].update(_speculative(b, value, k))
     else:
         extra = spec["extraArgs"]
         for i in range(len(extra), len(extra) + 1 + len(_arg_value(value))):

@@ -47,7 +47,8 @@ ENGINE_DEFAULTS = {"languageModelOnly": False, "streamInterval": 1, "mambaSsmCac
 """vLLM 0.33's behaviour when a flag is absent, for the tuning fields whose qdd default (the seed
 recipe's value) differs: a recipe that leaves the flag out keeps vLLM's behaviour."""
 KNOWN_FLAGS = {*TOPOLOGY_FLAGS, *TUNING_VALUE_FLAGS, *SWITCHES, *(f"no-{s}" for s in SWITCHES), *DROPPED_FLAGS,
-               *INVARIANT_FLAGS, "pipeline-parallel-size", "served-model-name", "max-model-len", "revision", "kv-transfer-config"}
+               *INVARIANT_FLAGS, "pipeline-parallel-size", "served-model-name", "max-model-len", "revision", "kv-transfer-config",
+               "speculative-config"}
 KV_DROPPED = {"kv_role": ("kv_both", "kv_producer", "kv_consumer"), "kv_buffer_device": ("cuda",)}
 """kv-transfer-config keys qdd derives itself (kv_role per role, the buffer on cuda): the values it accepts."""
 

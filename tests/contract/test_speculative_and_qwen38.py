@@ -1,0 +1,65 @@
+"""MTP speculative decoding and Qwen3.8 as qdd renders them, through vLLM 0.33.0's own config
+code on stand-in configs (no weights): the rendered --speculative-config builds vLLM's
+SpeculativeConfig on a Qwen3.5-397B-shaped config, and the Qwen3.8-2.4T argv builds an engine
+config on a Qwen3.8-2.4T-shaped flat text config (numbers: docs/facts/qwen38.md)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ..conftest import EXAMPLES, load
+from ..unit.helpers import plan_of
+from .vllm_check import STAND_IN_CONFIG
+from .vllm_harness import check
+
+QWEN38_TEXT_CONFIG = {
+    "architectures": ["Qwen3_5MoeForCausalLM"], "model_type": "qwen3_5_moe_text", "vocab_size": 248320,
+    "hidden_size": 8192, "num_hidden_layers": 92, "full_attention_interval": 4, "num_attention_heads": 64,
+    "num_key_value_heads": 4, "head_dim": 256, "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128,
+    "linear_value_head_dim": 128, "linear_num_key_heads": 16, "linear_num_value_heads": 128,
+    "moe_intermediate_size": 2048, "shared_expert_intermediate_size": 2048, "num_experts": 512,
+    "num_experts_per_tok": 10, "max_position_embeddings": 262144, "mtp_num_hidden_layers": 1,
+    "rope_parameters": {"rope_type": "default", "rope_theta": 10000000, "partial_rotary_factor": 0.25},
+    "dtype": "bfloat16", "mamba_ssm_dtype": "float32",
+}
+
+
+def _argvs(example: str) -> dict[str, list[str]]:
+    plan = plan_of(load(EXAMPLES / f"{example}.yaml"))
+    return {f"{r.role}-{p.group_role}": list(p.argv) for r in (plan.prefill, plan.decode) for p in r.pods[:2]}
+
+
+@pytest.fixture(scope="module")
+def mtp():
+    return check(_argvs("qwen35-397b-4xdep2-1xdep8-mtp1-cc2048"), engine_config=True)["engine_config"]
+
+
+@pytest.fixture(scope="module")
+def qwen38():
+    argvs = _argvs("qwen38-a95b-nvfp4-1xdep16-1xdep16-mtp1")
+    return check(argvs, engine_config={"config_json": QWEN38_TEXT_CONFIG})["engine_config"]
+
+
+def test_stand_in_declares_the_mtp_layer():
+    assert STAND_IN_CONFIG["text_config"]["mtp_num_hidden_layers"] == 1
+
+
+def test_rendered_speculative_config_builds_on_both_roles(mtp):
+    assert set(mtp) == {"prefill-leader", "decode-leader", "decode-worker"}
+    for pod, res in mtp.items():
+        assert res["ok"], (pod, res)
+        spec = res["speculative"]
+        assert spec["method"] == "mtp" and spec["num_speculative_tokens"] == 1, pod
+        assert spec["draft_architectures"] == ["Qwen3_5MoeMTP"], pod
+        assert spec["uniform_decode_query_len"] == 2, pod
+        assert res["model"]["max_model_len"] == 9216
+
+
+def test_qwen38_argv_builds_an_engine_config_with_mtp(qwen38):
+    for pod, res in qwen38.items():
+        assert res["ok"], (pod, res)
+        assert res["model"]["architectures"] == ["Qwen3_5MoeForCausalLM"]
+        assert res["parallel"]["data_parallel_size"] == 16 and res["parallel"]["enable_expert_parallel"] is True
+        assert res["speculative"]["draft_architectures"] == ["Qwen3_5MoeMTP"]
+        assert res["cache"]["cache_dtype"] == "fp8" and res["cache"]["mamba_ssm_cache_dtype"] == "bfloat16"
+    assert qwen38["decode-leader"]["scheduler"]["max_num_seqs"] == 253

@@ -62,4 +62,4 @@ def test_qwen38_argv_builds_an_engine_config_with_mtp(qwen38):
         assert res["parallel"]["data_parallel_size"] == 16 and res["parallel"]["enable_expert_parallel"] is True
         assert res["speculative"]["draft_architectures"] == ["Qwen3_5MoeMTP"]
         assert res["cache"]["cache_dtype"] == "fp8" and res["cache"]["mamba_ssm_cache_dtype"] == "bfloat16"
-    assert qwen38["decode-leader"]["scheduler"]["max_num_seqs"] == 253
+    assert qwen38["decode-leader"]["scheduler"]["max_num_seqs"] == 202  # lowered to the cache blocks, less 20%

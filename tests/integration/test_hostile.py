@@ -147,7 +147,7 @@ def test_api_server_and_qdd_refuse_the_same_resources(kube: Kube, operator, name
 
 
 @pytest.mark.parametrize(("what", "changes", "message"), [
-    ("concurrency", {"spec.workload.concurrency": 1 << 20}, "leave no KV cache"),
+    ("concurrency", {"spec.workload.concurrency": 1 << 20}, "lower the concurrency or add decode endpoints"),
     ("architecture", {"spec.model.architecture": {"name": "Qwen3.5-397B-A17B", "numHiddenLayers": 3,
                                                   "fullAttentionInterval": 4}}, "qdd plans hybrid models"),
 ])

@@ -72,3 +72,13 @@ def test_across_nodes_off_nvlink_the_network_decides(seed_cr):
     with pytest.raises(SpecError) as e:
         plan_of(cr)
     assert any("H200 nodes over the network" in x.message for x in e.value.errors)
+
+
+def test_the_alias_is_refused_with_a_suggestion_that_works_off_nvlink(seed_cr):
+    cr = _with(seed_cr, "decode", all2allBackend="flashinfer_all2allv")
+    cr["spec"]["cluster"] = {"gpuType": "H200", "sameNVLinkDomain": False}
+    cr["spec"]["decode"]["topology"]["dataParallel"] = 16
+    with pytest.raises(SpecError) as e:
+        plan_of(cr)
+    [msg] = [x.message for x in e.value.errors if x.field == "spec.decode.tuning.all2allBackend"]
+    assert "use allgather_reducescatter (the default)" in msg and "alias in vLLM 0.33 of flashinfer_nvlink_two_sided" in msg

@@ -75,6 +75,8 @@ REFUSED: dict[str, tuple[Callable[[dict], None], str]] = {
     "all2all-deepep-ll-across-trays": (_tuning("decode", all2allBackend="deepep_low_latency",
                                                allowExperimentalAll2all=True), "spec.decode.tuning.all2allBackend"),
     "all2all-moonep-across-trays": (_tuning("decode", all2allBackend="moonep"), "spec.decode.tuning.all2allBackend"),
+    "owned-cudagraph-capture-sizes": (_extra_args("decode", "--cudagraph-capture-sizes", "1", "2", "4"),
+                                      "spec.decode.extraArgs[0]"),
     "owned-speculative-config": (_extra_args("decode", "--speculative-config", '{"method":"mtp"}'),
                                  "spec.decode.extraArgs[0]"),
     "mtp-capture-off-multiple": (lambda s: (s.update(speculative={"numSpeculativeTokens": 2}),

@@ -434,7 +434,7 @@ def test_observed_generation_on_every_condition(generation):
 
 INVALID = [
     ("capacity", lambda c: c["spec"]["workload"].update(concurrency=50000),
-     "spec.workload.concurrency: 50000 concurrent requests exceed the predicted decode capacity of 4168"),
+     "spec.workload.concurrency: 50000 concurrent requests exceed the predicted decode capacity of 4216"),
     ("unknown model", lambda c: c["spec"]["model"].update(name="foo/bar"),
      "spec.model.name: model 'foo/bar' is not in the catalog"),
 ]

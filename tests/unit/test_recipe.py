@@ -93,22 +93,31 @@ def test_flags_qdd_owns_per_process_are_dropped(recipe):
 
 def test_other_flags_pass_through_to_extra_args(recipe):
     recipe["backend"]["vllm_config"]["decode"].update({
-        "enable-eplb": True, "max_model_len": 10240, "cudagraph-capture-sizes": [1, 2, 4],
+        "enable-eplb": True, "max_model_len": 10240, "compilation-config": {"mode": 3},
         "speculative-config": {"method": "mtp", "num_speculative_tokens": 1}, "enforce-eager": False,
         "gpu-memory-utilization": 0.9, "all2all-backend": "flashinfer_nvlink_two_sided"})
+    recipe["backend"]["vllm_config"]["prefill"]["speculative-config"] = '{"method": "qwen3_5_mtp"}'
     cr = imp(recipe)
     d = cr["spec"]["decode"]
-    assert d["extraArgs"] == ["--enable-eplb", "--cudagraph-capture-sizes", "1", "2", "4"]
+    assert d["extraArgs"] == ["--enable-eplb", "--compilation-config", '{"mode":3}']
     assert cr["spec"]["workload"]["maxModelLen"] == 10240  # one context length, set once for both roles
-    # MTP is one setting for both roles (the NIXL handshake compares it): decode's becomes spec.speculative
+    # MTP is one setting for both roles (the NIXL handshake compares it): it becomes spec.speculative
     assert cr["spec"]["speculative"] == {"method": "mtp", "numSpeculativeTokens": 1}
     assert d["tuning"]["gpuMemoryUtilization"] == 0.9 and d["tuning"]["all2allBackend"] == "flashinfer_nvlink_two_sided"
     plan = plan_of(cr)
     leader = plan.decode.pods[0].argv
-    assert leader[-5:] == tuple(d["extraArgs"]) and flag(list(leader), "--gpu-memory-utilization") == "0.9"
+    assert leader[-3:] == tuple(d["extraArgs"]) and flag(list(leader), "--gpu-memory-utilization") == "0.9"
     assert flag(list(leader), "--max-model-len") == "10240"
     for pod in plan.prefill.pods + plan.decode.pods:
         assert flag(list(pod.argv), "--speculative-config") == '{"method":"mtp","num_speculative_tokens":1}'
+
+
+def test_speculative_config_on_one_role_only_is_refused(recipe):
+    recipe["backend"]["vllm_config"]["decode"]["speculative-config"] = {"method": "mtp", "num_speculative_tokens": 1}
+    with pytest.raises(RecipeError) as e:
+        imp(recipe)
+    assert e.value.key == "backend.vllm_config.decode.speculative-config"
+    assert "decode only" in str(e.value)
 
 
 def test_speculative_config_of_another_method_names_the_recipe_key(recipe):

@@ -102,3 +102,42 @@ def test_a_model_without_mtp_layers_refuses_speculative(seed_cr):
     with pytest.raises(SpecError) as e:
         plan_of(cr)
     assert [x.field for x in e.value.errors] == ["spec.speculative.method"]
+
+
+def test_capture_suggestion_stays_within_the_batched_tokens(seed_cr):
+    # k = 2; capture 1000 off the multiple, batched tokens 1000: 1008 would exceed them, so 960 is suggested.
+    from qdd.errors import SpecError
+    cr = _with(seed_cr, speculative={"numSpeculativeTokens": 2}, workload={**seed_cr["spec"]["workload"], "concurrency": 512})
+    cr["spec"]["decode"]["tuning"] = {"maxCudagraphCaptureSize": 1000, "maxNumBatchedTokens": 1000, "maxNumSeqs": 512}
+    with pytest.raises(SpecError) as e:
+        plan_of(cr)
+    [err] = e.value.errors
+    assert err.field == "spec.decode.tuning.maxCudagraphCaptureSize" and "use 960 or remove it" in err.message
+    assert sizing.grid_multiple_near(1000, 3, 1000) == 960 and sizing.grid_multiple_near(1000, 3, 4096) == 1008
+
+
+def test_capture_off_the_grid_with_mtp_is_refused_where_vllm_would_lose_the_decode_graphs(seed_cr):
+    # k = 8, capture 9: vLLM truncates to 8 (its grid), then no decode size (a multiple of 9) fits.
+    from qdd.errors import SpecError
+    cr = _with(seed_cr, speculative={"numSpeculativeTokens": 8}, workload={**seed_cr["spec"]["workload"], "concurrency": 8})
+    cr["spec"]["decode"]["tuning"] = {"maxCudagraphCaptureSize": 9}
+    with pytest.raises(SpecError) as e:
+        plan_of(cr)
+    assert "truncates it to the grid (8)" in e.value.errors[0].message
+
+
+def test_user_capture_below_a_full_decode_step_warns(seed_cr):
+    cr = _with(seed_cr, speculative={"numSpeculativeTokens": 1}, workload={**seed_cr["spec"]["workload"], "concurrency": 2048})
+    cr["spec"]["decode"]["tuning"] = {"maxCudagraphCaptureSize": 256}
+    [w] = [w for w in plan_of(cr).warnings if "below the" in w]
+    assert "below the 512 tokens of a full decode step per rank" in w and "1 + 1 tokens each" in w
+
+
+def test_k_above_the_mtp_layers_must_be_a_multiple_of_them(seed_cr):
+    from qdd.errors import SpecError
+    cr = _with(seed_cr, speculative={"numSpeculativeTokens": 3}, workload={**seed_cr["spec"]["workload"], "concurrency": 512})
+    cr["spec"]["model"]["architecture"] = {"name": "Qwen3.5-397B-A17B", "mtpNumHiddenLayers": 2}
+    with pytest.raises(SpecError) as e:
+        plan_of(cr)
+    [err] = e.value.errors
+    assert err.field == "spec.speculative.numSpeculativeTokens" and "use 2 or 4" in err.message

@@ -68,7 +68,10 @@ def _all2all_experimental_allowed(s: Any, role: str) -> bool:
 
 
 def _all2all_given(s: Any, role: str) -> str:
-    return str(getattr(s, role).tuning.all2all_backend)
+    """The backend the role names and qdd's reason for it (qdd.catalog.all2all)."""
+    name = getattr(s, role).tuning.all2all_backend
+    b = ALL2ALL_BACKENDS.get(name)
+    return f"{name}: {b.why}; use {b.instead}" if b else str(name)
 
 
 def _all2all_rules(role: str) -> list[Rule]:
@@ -76,15 +79,15 @@ def _all2all_rules(role: str) -> list[Rule]:
     a = f"self.{role}.tuning.all2allBackend"
     return [
         Rule(cel=f"!has({a}) || !({a} in {_cel_list(REFUSED_ALL2ALL)})", field=f".{role}.tuning.all2allBackend",
-             message=("this --all2all-backend is refused: pplx and naive were removed in vLLM 0.33 (silently replaced), "
-                      "flashinfer_all2allv is an alias of flashinfer_nvlink_two_sided, mori_* is AMD's, passthrough is "
-                      "not a CLI choice; use allgather_reducescatter (the default) or flashinfer_nvlink_two_sided"),
+             message=("this --all2all-backend is refused (pplx and naive: removed in vLLM 0.33 and silently replaced; "
+                      "flashinfer_all2allv: an alias, write flashinfer_nvlink_two_sided; mori_*: AMD only; passthrough: "
+                      "not a CLI choice): use allgather_reducescatter (the default)"),
              check=partial(_all2all_not_refused, role=role), given=partial(_all2all_given, role=role)),
         Rule(cel=f"!has({a}) || !({a} in {_cel_list(EXPERIMENTAL_ALL2ALL)}) || self.{role}.tuning.allowExperimentalAll2all",
              field=f".{role}.tuning.all2allBackend",
-             message=("DeepEP and NIXL EP backends are experimental in qdd (deepep_low_latency failed across GB200 trays, "
-                      "vllm#37931): set allowExperimentalAll2all: true in the same tuning to try one, or use "
-                      "allgather_reducescatter"),
+             message=("DeepEP and NIXL EP backends are experimental in qdd (no evidence on GB200; deepep_low_latency "
+                      "is refused across GB200 trays even then): set allowExperimentalAll2all: true in the same tuning "
+                      "to try one, or use allgather_reducescatter"),
              check=partial(_all2all_experimental_allowed, role=role), given=partial(_all2all_given, role=role)),
     ]
 

@@ -68,7 +68,8 @@ _BACKENDS = (
     All2AllBackend("naive", "refused", False, False,
                    "removed in vLLM 0.33: the engine replaces it with allgather_reducescatter and only logs a warning"),
     All2AllBackend("flashinfer_all2allv", "refused", False, True,
-                   "a temporary alias in vLLM 0.33: write the backend it stands for", instead="flashinfer_nvlink_two_sided"),
+                   "a temporary alias in vLLM 0.33 of flashinfer_nvlink_two_sided (one NVLink domain only): write that "
+                   "name where the endpoint stays in one NVLink domain"),
     All2AllBackend("passthrough", "refused", False, False,
                    "not selectable from the CLI: vLLM binds it by itself for MoE backends that dispatch on their own"),
 )

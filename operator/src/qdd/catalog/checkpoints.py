@@ -102,8 +102,9 @@ def resolve_checkpoint(model: str, architecture: Architecture | None = None, qua
         )
     if quantization != "auto":
         precision = {"bfloat16": "bf16"}.get(quantization, quantization)
-    if (arch.name, precision) in CHECKPOINT_RECORDS and architecture is None:
-        return CHECKPOINT_RECORDS[(arch.name, precision)]
+    record = CHECKPOINT_RECORDS.get((arch.name, precision))
+    if record is not None and record.architecture == arch:  # an inline copy of the catalog's numbers keeps the record
+        return record
     if precision == "nvfp4":
         return Checkpoint(arch, expert_dtype="nvfp4", dense_dtype="bfloat16", kv_cache_dtype_auto="fp8",
                           kv_cache_dtype_source=KV_FROM_MODELOPT_NVFP4)

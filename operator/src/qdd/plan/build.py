@@ -11,6 +11,7 @@ from ..api import Resource
 from ..api.spec import DecodeSpec, PrefillSpec, QwenDisaggDeploymentSpec, RoleSpec
 from ..catalog import (Architecture, Checkpoint, EngineProfile, GPUKind, UnknownEngineError, UnknownGPUError,
                        UnknownModelError, engine_profile, gpu_kind, resolve_checkpoint)
+from ..catalog.engines import round_down_to_grid
 from ..errors import FieldError, SpecError
 from . import sizing
 from .args import check_extra, check_roles_match, extra_env, kv_transfer_config
@@ -70,6 +71,17 @@ def _architecture_errors(arch: Architecture, tp: int) -> list[FieldError]:
         if heads % tp:
             errors.append(FieldError(f"{where}.{field}", f"{heads} heads do not split over tensorParallel {tp}: "
                                                          "use a TP size that divides it"))
+    kv = arch.num_key_value_heads
+    if kv > arch.num_attention_heads or arch.num_attention_heads % kv:
+        errors.append(FieldError(f"{where}.numKeyValueHeads", f"{kv} KV heads for {arch.num_attention_heads} attention "
+                                                              "heads: grouped-query attention needs a divisor of them"))
+    elif kv % tp and tp % kv:
+        errors.append(FieldError(f"{where}.numKeyValueHeads", f"{kv} KV heads and tensorParallel {tp}: vLLM shards or "
+                                                              "replicates KV heads only when one divides the other"))
+    if arch.linear_num_value_heads % arch.linear_num_key_heads:
+        errors.append(FieldError(f"{where}.linearNumValueHeads",
+                                 f"{arch.linear_num_value_heads} GDN value heads for {arch.linear_num_key_heads} key heads: "
+                                 "Gated DeltaNet needs a whole number of value heads per key head"))
     return errors
 
 
@@ -192,11 +204,12 @@ def _decode_sizing_errors(spec: QwenDisaggDeploymentSpec, s: RoleSizing, k: int)
     seqs, mnbt, capture = s.max_num_seqs or 0, s.max_num_batched_tokens, s.max_cudagraph_capture_size or 0
     q = sizing.decode_query_len(k)
     errors = []
-    if k and capture % q:
+    if k and capture and round_down_to_grid(capture) % q:
         errors.append(FieldError("spec.decode.tuning.maxCudagraphCaptureSize",
-                                 f"{capture} is not a multiple of 1 + numSpeculativeTokens = {q}: vLLM rounds capture sizes "
-                                 f"up to multiples of {q} and drops those above it, so decode steps lose their largest "
-                                 f"graphs; use {sizing.round_up_to_grid_multiple(capture, q)} or remove it"))
+                                 f"{capture} is not a size on vLLM's capture grid that is a multiple of 1 + "
+                                 f"numSpeculativeTokens = {q}: vLLM truncates it to the grid ({round_down_to_grid(capture)}), "
+                                 f"rounds capture sizes up to multiples of {q} and drops those above it, so decode steps "
+                                 f"lose their largest graphs; use {sizing.grid_multiple_near(capture, q, mnbt)} or remove it"))
     if seqs < per_rank:
         errors.append(FieldError("spec.decode.tuning.maxNumSeqs",
                                  f"{seqs} per DP rank is below the {per_rank} requests each of the "
@@ -282,11 +295,16 @@ def _placement_errors(spec: QwenDisaggDeploymentSpec, r: _Resolved, prefill: Rol
     gpu, gpn = r.gpu, r.gpus_per_node
     total_gpus, domain_gpus = prefill.gpus + decode.gpus, gpu.nvlink_domain_nodes * gpn
     if spec.cluster.same_nvlink_domain and gpu.multi_node_nvlink and total_gpus > domain_gpus:
+        more = prefill.endpoints > 1 or decode.endpoints > 1
+        fix = ("use fewer endpoints, or split the endpoints over two deployments" if more else
+               f"use endpoints of fewer GPUs ({prefill.topology_name} + {decode.topology_name} now; a larger "
+               "tensorParallel shards the dense weights, so fewer ranks hold the model), or set "
+               "cluster.sameNVLinkDomain: false (P→D KV transfer then leaves NVLink)")
         errors.append(FieldError(
-            "spec.prefill.endpoints",
+            "spec.prefill.endpoints" if more else "spec.cluster.sameNVLinkDomain",
             f"{total_gpus} GPUs ({prefill.gpus} prefill + {decode.gpus} decode) do not fit one NVLink domain of "
             f"{gpu.nvlink_domain_nodes} × {gpn} = {domain_gpus} {gpu.name} GPUs, and cluster.sameNVLinkDomain keeps "
-            "every pod in one: use fewer endpoints, or split into two deployments"))
+            f"every pod in one: {fix}"))
     return errors
 
 
@@ -307,6 +325,25 @@ def _spec_warnings(spec: QwenDisaggDeploymentSpec) -> list[str]:
     return warnings
 
 
+def _capture_warnings(spec: QwenDisaggDeploymentSpec, k: int) -> list[str]:
+    """A decode capture size the user set that vLLM changes, or that leaves decode steps without graphs."""
+    d, w = spec.decode, spec.workload
+    capture = d.tuning.max_cudagraph_capture_size
+    if capture is None:
+        return []
+    out = []
+    on_grid = round_down_to_grid(capture)
+    if on_grid != capture:
+        out.append(f"decode maxCudagraphCaptureSize {capture} is off vLLM's capture grid (1, 2, 4, steps of 8 to 256, "
+                   f"then of 16): vLLM captures up to {on_grid} and logs 'Truncating max_cudagraph_capture_size'")
+    step = sizing.decode_query_len(k) * sizing.per_rank_concurrency(w.concurrency, d.endpoints, d.topology.data_parallel)
+    if capture < step:
+        out.append(f"decode maxCudagraphCaptureSize {capture} is below the {step} tokens of a full decode step per rank "
+                   f"({w.concurrency} requests over {d.endpoints * d.topology.data_parallel} ranks"
+                   + (f", 1 + {k} tokens each" if k else "") + "): larger steps run without CUDA graphs")
+    return out
+
+
 def speculative_tokens(spec: QwenDisaggDeploymentSpec) -> int:
     """k of spec.speculative (0 without speculative decoding)."""
     return spec.speculative.num_speculative_tokens if spec.speculative else 0
@@ -316,22 +353,44 @@ def _sizing(spec: QwenDisaggDeploymentSpec, r: _Resolved, m: RankMemory
             ) -> tuple[RoleSizing, RoleSizing, list[FieldError], list[str]]:
     """Both roles' sizing after the memory checks: weights that fit, max-num-seqs within the cache blocks."""
     w, d, k = spec.workload, spec.decode, m.speculative_tokens
-    prefill_sizing = sizing.prefill_sizing(spec.prefill.tuning, w.isl)
+    prefill_sizing = sizing.prefill_sizing(spec.prefill.tuning, w.isl, r.profile.default_max_num_seqs(r.gpu))
     decode_sizing = sizing.decode_sizing(d.tuning, r.profile, r.gpu, w.concurrency, d.endpoints, d.topology.data_parallel, k)
-    errors = _decode_sizing_errors(spec, decode_sizing, k)
+    errors = (_decode_sizing_errors(spec, decode_sizing, k)
+              + _prefill_sizing_errors(spec, prefill_sizing, r.profile.default_max_num_seqs(r.gpu)))
+    warnings = _capture_warnings(spec, k)
     fit = [e for role, rs, s in (("prefill", spec.prefill, prefill_sizing), ("decode", d, decode_sizing))
-           for e in weights_fit_errors(role, m, rs, s, max_model_len(spec))]
+           for e in weights_fit_errors(role, m, rs, s)]
     if fit:
-        return prefill_sizing, decode_sizing, errors + fit, []
+        return prefill_sizing, decode_sizing, errors + fit, warnings
     prefill_sizing, pe, pw = gdn_block_limit("prefill", m, spec.prefill, prefill_sizing)
     decode_sizing, de, dw = gdn_block_limit("decode", m, d, decode_sizing)
-    return prefill_sizing, decode_sizing, errors + pe + de, pw + dw
+    return prefill_sizing, decode_sizing, errors + pe + de, warnings + pw + dw
 
 
 def _speculative_errors(spec: QwenDisaggDeploymentSpec, ckpt: Checkpoint) -> list[FieldError]:
-    if spec.speculative and ckpt.architecture.mtp_num_hidden_layers < 1:
+    """MTP needs MTP layers, and k above their count must be a multiple of it (vLLM 0.33,
+    vllm/config/speculative.py: num_speculative_tokens divisible by n_predict)."""
+    n = ckpt.architecture.mtp_num_hidden_layers
+    if spec.speculative is None:
+        return []
+    if n < 1:
         return [FieldError("spec.speculative.method",
                            f"{ckpt.architecture.name} ships no MTP layers (mtpNumHiddenLayers 0): remove spec.speculative")]
+    k = spec.speculative.num_speculative_tokens
+    if k > n and k % n:
+        return [FieldError("spec.speculative.numSpeculativeTokens",
+                           f"{k} draft tokens over {n} MTP layers: vLLM needs a multiple of {n} above {n}; use "
+                           f"{n * (k // n)} or {n * (k // n + 1)}")]
+    return []
+
+
+def _prefill_sizing_errors(spec: QwenDisaggDeploymentSpec, s: RoleSizing, default_seqs: int) -> list[FieldError]:
+    seqs = s.max_num_seqs or default_seqs
+    if s.max_num_batched_tokens < seqs:
+        field = "maxNumBatchedTokens" if spec.prefill.tuning.max_num_batched_tokens else "maxNumSeqs"
+        return [FieldError(f"spec.prefill.tuning.{field}",
+                           f"max-num-batched-tokens {s.max_num_batched_tokens} is below max-num-seqs {seqs}; vLLM "
+                           "requires max-num-batched-tokens ≥ max-num-seqs")]
     return []
 
 
@@ -348,7 +407,8 @@ def build_plan(resource: Resource) -> Plan:
                        ("spec.workload.osl", f"isl + osl = {want} tokens"))
         errors.append(FieldError(field, f"{what} exceeds the model's context of {max_len} "
                                         "(config.json max_position_embeddings)"))
-    m = RankMemory(r.checkpoint, r.gpu, r.profile, r.kv_cache_dtype, speculative_tokens(spec), r.gpus_per_node)
+    m = RankMemory(r.checkpoint, r.gpu, r.profile, r.kv_cache_dtype, speculative_tokens(spec), r.gpus_per_node,
+                   max_model_len(spec))
     prefill_sizing, decode_sizing, sizing_errors, warnings = _sizing(spec, r, m)
     prefill, prefill_errors = _role(resource.name, resource.namespace, "prefill", spec, r, prefill_sizing)
     decode, decode_errors = _role(resource.name, resource.namespace, "decode", spec, r, decode_sizing)

@@ -131,6 +131,8 @@ ENGINE_FLAGS: tuple[Flag, ...] = (
          render=_value("max-num-seqs", lambda c: c.sizing.max_num_seqs), value=int),
     Flag("max-cudagraph-capture-size", "tuning.maxCudagraphCaptureSize", "sized from the workload (qdd.plan.sizing)",
          render=_value("max-cudagraph-capture-size", lambda c: c.sizing.max_cudagraph_capture_size), value=int),
+    Flag("cudagraph-capture-sizes", "tuning.maxCudagraphCaptureSize", "qdd renders the largest capture size; vLLM "
+         "refuses to start when a list's largest differs from it"),
     Flag("gpu-memory-utilization", "tuning.gpuMemoryUtilization", "the memory model plans with it",
          render=_value("gpu-memory-utilization", lambda c: _tuning(c).gpu_memory_utilization), value=float),
     Flag("gdn-prefill-backend", "tuning.gdnPrefillBackend", "vLLM has no 'auto' value: auto is the flag left out",

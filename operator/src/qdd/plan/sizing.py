@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from ..api.spec import RoleTuning
 from ..catalog import EngineProfile, GPUKind, round_up_to_grid
+from ..catalog.engines import round_down_to_grid
 
 CAPTURE_HEADROOM = 128
 """Seed recipe (vLLM blog, Recipes): decode capture size = concurrency / DP ranks + 128."""
@@ -45,6 +46,18 @@ def round_up_to_grid_multiple(n: int, q: int) -> int:
     while size % q:
         size = round_up_to_grid(size + 1)
     return size
+
+
+def grid_multiple_near(n: int, q: int, limit: int) -> int:
+    """The capture size to suggest for ``n``: the next grid size that is a multiple of q, or, when that
+    exceeds ``limit`` (the batched tokens), the largest such size within it (q when none is)."""
+    up = round_up_to_grid_multiple(n, q)
+    if up <= limit:
+        return up
+    size = round_down_to_grid(limit)
+    while size > q and size % q:
+        size = round_down_to_grid(size - 1)
+    return max(q, size if size % q == 0 else q)
 
 
 def decode_capture_size(concurrency: int, decode_endpoints: int, dp: int, num_speculative_tokens: int = 0) -> int:
@@ -84,10 +97,13 @@ class RoleSizing:
     max_cudagraph_capture_size: int | None
 
 
-def prefill_sizing(tuning: RoleTuning, isl: int) -> RoleSizing:
-    """Prefill: 2 × ISL batched tokens unless tuned; sequences and capture as tuned (engine defaults)."""
-    return RoleSizing(tuning.max_num_batched_tokens or prefill_max_num_batched_tokens(isl), tuning.max_num_seqs,
-                      tuning.max_cudagraph_capture_size)
+def prefill_sizing(tuning: RoleTuning, isl: int, default_max_num_seqs: int) -> RoleSizing:
+    """Prefill: max(2 × ISL, max-num-seqs) batched tokens unless tuned (vLLM requires
+    max_num_batched_tokens ≥ max_num_seqs: short prompts would otherwise not start; vllm/config/scheduler.py);
+    sequences (``default_max_num_seqs``: the engine's when untuned) and capture as tuned."""
+    seqs = tuning.max_num_seqs or default_max_num_seqs
+    return RoleSizing(tuning.max_num_batched_tokens or max(prefill_max_num_batched_tokens(isl), seqs),
+                      tuning.max_num_seqs, tuning.max_cudagraph_capture_size)
 
 
 def decode_sizing(tuning: RoleTuning, profile: EngineProfile, gpu: GPUKind, concurrency: int, endpoints: int,

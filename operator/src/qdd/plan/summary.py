@@ -107,7 +107,8 @@ def table(plan: Plan) -> str:
         f"  request: ~{dc['meanResidentTokens']:,.0f} resident tokens (ISL {w.isl}, OSL {w.osl}, range ratio "
         f"{w.random_range_ratio}) -> {dc['requestBytes'] / MIB:,.0f} MiB with block rounding",
         f"  assumptions: weights from config.json parameter counts ({plan.checkpoint.expert_dtype} experts, "
-        f"{plan.checkpoint.dense_dtype} rest; spec.model.quantization); activations, CUDA graphs",
+        + (f"{plan.checkpoint.projection_dtype} attention and GDN, " if plan.checkpoint.projection_dtype else "")
+        + f"{plan.checkpoint.dense_dtype} rest; spec.model.quantization); activations, CUDA graphs",
         f"  and non-torch memory are estimates; every client request resident on decode; +/-{CAPACITY_TOLERANCE:.0%} tolerance.",
     ]
     for warning in s["warnings"]:

@@ -209,6 +209,11 @@ def _spec(b: _Build, recipe: dict[str, Any], image: str) -> dict[str, Any]:
             "workload": workload, "prefill": roles["prefill"], "decode": roles["decode"], "cluster": cluster}
     shared = roles["shared"]
     if "spec.speculative.method" in shared:  # one setting for both roles (the handshake compares it)
+        given = shared["spec.speculative.method"]
+        if len(given) == 1:
+            (role, (_, key)), = given.items()
+            b.error(key.rsplit(".", 1)[0], f"speculative decoding on {role} only: the NIXL handshake compares the "
+                                           "speculative method, so every transfer would fail; set it on both roles or neither")
         spec["speculative"] = {f: _shared(b, f"spec.speculative.{f}", shared[f"spec.speculative.{f}"], f)
                                for f in ("method", "numSpeculativeTokens")}
     return spec | _kv_spec(b, shared)

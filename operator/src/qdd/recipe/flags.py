@@ -93,7 +93,8 @@ def _speculative(b: _Build, value: Any, key: str) -> dict[str, Found]:
     if method not in MTP_METHODS:
         b.error(f"{key}.method", f"{method!r}: qdd plans MTP speculative decoding only (method mtp)")
     return {"spec.speculative.method": ("mtp", f"{key}.method"),
-            "spec.speculative.numSpeculativeTokens": (_num(cfg.get("num_speculative_tokens", 1), int),
+            "spec.speculative.numSpeculativeTokens": (_num(1 if cfg.get("num_speculative_tokens") is None
+                                                                     else cfg["num_speculative_tokens"], int),
                                                       f"{key}.num_speculative_tokens")}
 
 

@@ -19,12 +19,15 @@ def free_port() -> int:
 
 
 class OperatorProcess:
-    def __init__(self, kube: Kube, resync_seconds: float = 5.0):
+    def __init__(self, kube: Kube, resync_seconds: float = 5.0, args: tuple[str, ...] = (),
+                 env: dict[str, str] | None = None, log_name: str = ""):
+        """``args``: extra `qdd run` arguments (e.g. --peering); ``env``: added to the cluster env."""
         self.kube = kube
         self.resync = resync_seconds
+        self.args, self.extra_env = args, env or {}
         self.metrics_port = free_port()
         self.liveness_port = free_port()
-        self.log_path: Path = LOGS / f"operator-{kube.cluster}.log"
+        self.log_path: Path = LOGS / f"operator-{kube.cluster}{log_name}.log"
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
@@ -32,8 +35,8 @@ class OperatorProcess:
         log = open(self.log_path, "a")  # noqa: SIM115 — the operator process writes it until stop()
         self.proc = subprocess.Popen(
             [str(VENV_BIN / "qdd"), "run", "--metrics-port", str(self.metrics_port),
-             "--liveness-port", str(self.liveness_port), "--resync-seconds", str(self.resync)],
-            env=self.kube.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+             "--liveness-port", str(self.liveness_port), "--resync-seconds", str(self.resync), *self.args],
+            env={**self.kube.env, **self.extra_env}, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         self.kube.wait_for(self.live, timeout=60, interval=0.3, desc="operator liveness endpoint")
 
     def live(self) -> bool:

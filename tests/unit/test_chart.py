@@ -411,7 +411,8 @@ def test_chart_crd_is_byte_identical_to_qdd_crd():
     fix = f"cp crds/{CRD_FILE} charts/qdd-operator/files/crds/ (after `make crds`)"
     assert chart_crd == qdd_crd(), f"the chart's CRD differs from `qdd crd`: {fix}"
     assert chart_crd == (ROOT / "crds" / CRD_FILE).read_text(), f"the chart's CRD differs from crds/: {fix}"
-    assert not (CHART / "crds").exists(), "no crds/ folder: Helm would install it once and never upgrade it"
+    # The crds/ folder (installed once, never upgraded) holds only kopf's static peering CRDs, never qdd's.
+    assert sorted(p.name for p in (CHART / "crds").iterdir()) == ["kopf.dev_peerings.yaml"]
 
 
 def test_rendered_crd_is_qdd_crd_plus_keep_policy(default):
@@ -452,3 +453,42 @@ def test_readme_and_install_doc_commands_use_this_chart():
     assert "resource.customizations.health.qdd.dev_QwenDisaggDeployment" in doc
     assert "kind: Application" in doc
     assert Path(CHART / "files" / "argocd-health.lua").exists()
+
+
+# --- operator replicas (kopf peering) -------------------------------------------------------------
+
+def test_two_replicas_peer_through_kopf_and_roll_with_a_surge():
+    objs = template("operator.replicas=2")
+    dep = one(objs, "Deployment")
+    assert dep["spec"]["replicas"] == 2
+    assert dep["spec"]["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    [c] = dep["spec"]["template"]["spec"]["containers"]
+    assert "--peering=qdd-qdd-operator" in c["args"] and "--peering-lifetime=15" in c["args"]
+    assert {"name": "POD_ID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}} in c["env"]
+    peering = one(objs, "ClusterKopfPeering")
+    assert peering["metadata"]["name"] == "qdd-qdd-operator" and "namespace" not in peering["metadata"]
+    rules = rules_table(one(objs, "ClusterRole")["rules"])
+    assert rules[("kopf.dev", "clusterkopfpeerings")] == {"get", "list", "watch", "patch"}
+
+
+def test_one_replica_is_standalone_with_no_peering_objects(default):
+    [c] = one(default, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert not [a for a in c["args"] if a.startswith("--peering")]
+    assert not [o for o in default if o["kind"] in ("ClusterKopfPeering", "KopfPeering")]
+
+
+def test_namespaced_replicas_get_a_kopf_peering_per_namespace():
+    objs = template("operator.replicas=3", "watchNamespaces={a,b}", "operator.peering.name=ha")
+    assert sorted((o["metadata"]["namespace"], o["metadata"]["name"]) for o in objs if o["kind"] == "KopfPeering") == [
+        ("a", "ha"), ("b", "ha")]
+    for role in (o for o in objs if o["kind"] == "Role"):
+        assert rules_table(role["rules"])[("kopf.dev", "kopfpeerings")] == {"get", "list", "watch", "patch"}
+
+
+def test_peering_crds_are_kopfs_shape():
+    docs = list(yaml.safe_load_all((CHART / "crds" / "kopf.dev_peerings.yaml").read_text()))
+    assert sorted((d["spec"]["names"]["kind"], d["spec"]["scope"]) for d in docs) == [
+        ("ClusterKopfPeering", "Cluster"), ("KopfPeering", "Namespaced")]
+    for d in docs:
+        status = d["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
+        assert status == {"type": "object", "x-kubernetes-preserve-unknown-fields": True}

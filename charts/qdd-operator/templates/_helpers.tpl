@@ -112,3 +112,19 @@ Server-side apply is a PATCH; when the object does not exist yet the API server 
   resources: ["customresourcedefinitions"]
   verbs: ["list", "watch"]
 {{- end }}
+
+{{/* Name of the kopf peering object the replicas share. */}}
+{{- define "qdd-operator.peeringName" -}}
+{{- default (include "qdd-operator.fullname" .) .Values.operator.peering.name -}}
+{{- end -}}
+
+{{/* kopf's peering (operator.replicas > 1): the replicas' keep-alives in the peering object. */}}
+{{- define "qdd-operator.peeringRules" -}}
+{{- if gt (int .Values.operator.replicas) 1 }}
+# kopf peering between the replicas: each reads the shared peering object and patches its
+# keep-alive into its status (docs/reliability.md#operator-replicas).
+- apiGroups: ["kopf.dev"]
+  resources: [{{ if .Values.watchNamespaces }}"kopfpeerings"{{ else }}"clusterkopfpeerings"{{ end }}]
+  verbs: ["get", "list", "watch", "patch"]
+{{- end }}
+{{- end -}}

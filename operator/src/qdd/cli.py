@@ -103,7 +103,8 @@ def cmd_run(args: argparse.Namespace) -> None:
     from .controller.main import run
 
     run(namespaces=args.namespace, metrics_port=args.metrics_port, liveness_port=args.liveness_port,
-        resync_seconds=args.resync_seconds)
+        resync_seconds=args.resync_seconds, peering=args.peering, priority=args.priority,
+        peering_lifetime=args.peering_lifetime)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -130,6 +131,12 @@ def parser() -> argparse.ArgumentParser:
     o.add_argument("--liveness-port", type=int, default=8081, help="kopf liveness endpoint /healthz port (default 8081)")
     o.add_argument("--resync-seconds", type=float, default=60.0,
                    help="reconcile every resource at least this often (default 60)")
+    o.add_argument("--peering", metavar="NAME",
+                   help="run as one of several replicas: kopf peering through the kopf.dev peering object NAME "
+                        "(mandatory; the replica of highest priority reconciles). Default: standalone")
+    o.add_argument("--priority", type=int, help="this replica's peering priority (default: from POD_ID or the host name)")
+    o.add_argument("--peering-lifetime", type=int, default=15,
+                   help="seconds a replica's keep-alive stays valid; the hand-over time after a crash (default 15)")
     o.set_defaults(func=cmd_run)
     return ap
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import kopf
@@ -32,10 +32,16 @@ def _configure(settings: kopf.OperatorSettings) -> None:
     settings.posting.level = logging.WARNING
 
 
-def _resync_loop(r: Reconciler, stop: threading.Event, resync_seconds: float) -> None:
-    """Every ``resync_seconds``, one more pass over every resource (until ``stop``)."""
+def _resync_loop(r: Reconciler, stop: threading.Event, resync_seconds: float,
+                 leader: Callable[[], bool] | None = None) -> None:
+    """Every ``resync_seconds``, one more pass over every resource (until ``stop``); with peering,
+    only while ``leader()`` says this replica is the one kopf lets run (kopf pauses its handlers,
+    not this thread)."""
     log = logging.getLogger("qdd.resync")
     while not stop.wait(resync_seconds):
+        if leader is not None and not leader():
+            r.last_pass = time.monotonic()  # a paused replica is healthy, not stuck
+            continue
         try:
             keys = r.kube.list_crs(r.namespaces)
         except Exception as e:  # API hiccup: try again next period
@@ -49,7 +55,8 @@ def _resync_loop(r: Reconciler, stop: threading.Event, resync_seconds: float) ->
         r.last_pass = time.monotonic()
 
 
-def register(reconciler_factory: Any, resync_seconds: float) -> None:
+def register(reconciler_factory: Any, resync_seconds: float, leader: Callable[[], bool] | None = None,
+             peering_lifetime: int | None = None) -> None:
     """Register the handlers. ``reconciler_factory()`` builds the :class:`Reconciler` at startup
     (after kopf has its event loop, before any handler runs).
 
@@ -61,8 +68,10 @@ def register(reconciler_factory: Any, resync_seconds: float) -> None:
     @kopf.on.startup()
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         _configure(settings)
+        if peering_lifetime is not None:
+            settings.peering.lifetime = peering_lifetime
         state["r"] = reconciler_factory()
-        state["resync"] = threading.Thread(target=_resync_loop, args=(state["r"], stop, resync_seconds),
+        state["resync"] = threading.Thread(target=_resync_loop, args=(state["r"], stop, resync_seconds, leader),
                                            name="qdd-resync", daemon=True)
         state["resync"].start()
 

@@ -67,6 +67,21 @@ class Kube:
                  else [res.get(_request_timeout=TIMEOUT)])
         return sorted((i.metadata.namespace, i.metadata.name) for lst in lists for i in lst.items)
 
+    def peering_status(self, name: str, namespace: str | None) -> dict[str, Any] | None:
+        """``status`` of kopf's peering object (ClusterKopfPeering, or KopfPeering in ``namespace``);
+        None when it is missing or cannot be read."""
+        from .peering import CLUSTER_KIND, GROUP, NAMESPACED_KIND, VERSION
+
+        res = self._resource(f"{GROUP}/{VERSION}", NAMESPACED_KIND if namespace else CLUSTER_KIND)
+        if res is None:
+            return None
+        try:
+            body = res.get(name=name, namespace=namespace, _request_timeout=TIMEOUT).to_dict()
+        except Exception as e:  # noqa: BLE001 — no leadership while the API server cannot say
+            log.warning("cannot read the peering object %s: %s", name, e)
+            return None
+        return body.get("status") or {}
+
     def list_children(self, namespace: str, cr: str) -> list[dict[str, Any]]:
         out = []
         for api_version, kind in MANAGED_KINDS:

@@ -10,19 +10,32 @@ from prometheus_client import start_http_server
 
 from .handlers import register
 from .kube import Kube
+from .peering import DEFAULT_LIFETIME_SECONDS, Leadership, default_priority, identity
 from .reconcile import Reconciler
 
 
-def run(namespaces: list[str] | None, metrics_port: int, liveness_port: int, resync_seconds: float) -> None:
+def run(namespaces: list[str] | None, metrics_port: int, liveness_port: int, resync_seconds: float,
+        peering: str | None = None, priority: int | None = None,
+        peering_lifetime: int = DEFAULT_LIFETIME_SECONDS) -> None:
+    """Run the operator. ``peering``: the name of kopf's peering object shared by the replicas
+    (mandatory peering; None: standalone, one replica). ``priority``: this replica's (default: from
+    its identity, controller.peering.default_priority)."""
     logging.basicConfig(level=os.environ.get("QDD_LOG_LEVEL", "INFO"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # Per-event handler success lines from kopf drown the useful ones; keep its warnings.
     logging.getLogger("kopf.objects").setLevel(os.environ.get("QDD_KOPF_LOG_LEVEL", "WARNING"))
     start_http_server(metrics_port)
-    register(lambda: Reconciler(Kube(), namespaces), resync_seconds)
-    kopf.run(
-        standalone=True,
-        namespaces=namespaces or (),
-        clusterwide=not namespaces,
-        liveness_endpoint=f"http://0.0.0.0:{liveness_port}/healthz",
-    )
+    if peering is None:
+        register(lambda: Reconciler(Kube(), namespaces), resync_seconds)
+        kopf.run(standalone=True, namespaces=namespaces or (), clusterwide=not namespaces,
+                 liveness_endpoint=f"http://0.0.0.0:{liveness_port}/healthz")
+        return
+    me = identity()
+    prio = default_priority(me) if priority is None else priority
+    # Namespaced mode peers through a KopfPeering in each watched namespace; qdd reads the first.
+    where = namespaces[0] if namespaces else None
+    leader = Leadership(lambda: Kube().peering_status(peering, where), me, prio)
+    logging.getLogger("qdd.peering").info("peering %s as %s with priority %d", peering, me, prio)
+    register(lambda: Reconciler(Kube(), namespaces), resync_seconds, leader=leader, peering_lifetime=peering_lifetime)
+    kopf.run(standalone=False, peering_name=peering, priority=prio, namespaces=namespaces or (),
+             clusterwide=not namespaces, liveness_endpoint=f"http://0.0.0.0:{liveness_port}/healthz")

@@ -188,6 +188,15 @@ def namespace(kube: Kube):
         print(f"warning: {e}")
 
 
+def wait_established(kube: Kube, *crds: str) -> None:
+    """Until every CRD is Established. `kubectl wait` right after an apply can fail with
+    ".status.conditions accessor error" before the API server has written any condition."""
+    for crd in crds:
+        kube.wait_for(lambda c=crd: kube.kubectl("wait", "--for=condition=Established", f"crd/{c}", "--timeout=10s",
+                                                 check=False).returncode == 0,
+                      timeout=90, interval=0.5, desc=f"CRD {crd} Established")
+
+
 @pytest.fixture(scope="module")
 def operator(kube: Kube):
     """The CRD installed and the operator (`qdd run`) running as a local process for one test module."""
@@ -195,7 +204,7 @@ def operator(kube: Kube):
 
     kube.kubectl("apply", "--server-side", "--force-conflicts", "-f",
                  str(REPO / "crds" / "qdd.dev_qwendisaggdeployments.yaml"))
-    kube.kubectl("wait", "--for=condition=Established", "crd/qwendisaggdeployments.qdd.dev", "--timeout=60s")
+    wait_established(kube, "qwendisaggdeployments.qdd.dev")
     op = OperatorProcess(kube)
     op.start()
     yield op

@@ -247,3 +247,35 @@ def test_capacity_impossible_cr_reports_numbers(kube, operator, namespace):
     events = kube.get("events", namespace=namespace)["items"]
     assert any(e["type"] == "Warning" and e["reason"] == "InvalidSpec" for e in events)
 
+
+
+def test_replaced_prefill_pod_recycles_the_decode_group_that_may_hold_its_nixl_agent(kube, operator, namespace):
+    """Injected: one prefill pod deleted while decode runs (the StatefulSet replaces it: same name,
+    new pod, new IP). vLLM 0.33's decode keeps the old engine's NIXL agent (vllm#49238, #58063), so
+    qdd recreates the decode group: Degraded/PeerRestarted, an event, then Ready; prefill untouched
+    otherwise; nothing orphaned or duplicated."""
+    cr = cr_of(SEED, namespace)
+    name = cr["metadata"]["name"]
+    kube.apply(cr)
+    obj = wait_ready(kube, name, namespace)
+    assert len(obj["status"]["prefillPods"]) == 4  # the record replacements are told apart by
+    decode_before = uids(pods(kube, name, namespace, "decode"))
+    prefill_before = uids(pods(kube, name, namespace, "prefill"))
+    victim = f"{name}-prefill-1"
+    restarts_before = operator.counter("qdd_group_restarts_total", role="decode", cause="peer-restarted")
+    kube.kubectl("delete", "pod", victim, "-n", namespace, "--wait=false")
+
+    def recycled():
+        live = [p for p in pods(kube, name, namespace, "decode") if not p["metadata"].get("deletionTimestamp")]
+        return len(live) == 2 and not set(uids(live).values()) & set(decode_before.values())
+    kube.wait_for(recycled, timeout=READY_TIMEOUT, interval=0.2, desc="decode group recreated with new UIDs")
+    obj = wait_ready(kube, name, namespace)
+    assert operator.counter("qdd_group_restarts_total", role="decode", cause="peer-restarted") == restarts_before + 1
+    events = kube.get("events", namespace=namespace)["items"]
+    [ev] = [e for e in events if e["reason"] == "PeerRestarted"]
+    assert victim in ev["message"] and "decode endpoint 0" in ev["message"] and ev["type"] == "Warning"
+    after = uids(pods(kube, name, namespace, "prefill"))
+    assert after.keys() == prefill_before.keys() and after[victim] != prefill_before[victim]
+    assert {k: v for k, v in after.items() if k != victim} == {k: v for k, v in prefill_before.items() if k != victim}
+    assert obj["status"]["prefillPods"] == after and "peerRestart" not in obj["status"]
+    assert len(pods(kube, name, namespace, "decode")) == 2

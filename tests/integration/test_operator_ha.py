@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from .conftest import REPO, Kube
+from .conftest import REPO, Kube, wait_established
 from .operator_proc import OperatorProcess
 from .test_operator import SEED, cr_of, pods, wait_ready
 
@@ -25,8 +25,7 @@ def _writes(op: OperatorProcess) -> float:
 def replicas(kube: Kube, namespace):
     kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds" / "qdd.dev_qwendisaggdeployments.yaml"))
     kube.kubectl("apply", "--server-side", "-f", str(PEERING_CRDS))
-    kube.kubectl("wait", "--for=condition=Established", "crd/clusterkopfpeerings.kopf.dev",
-                 "crd/qwendisaggdeployments.qdd.dev", "--timeout=60s")
+    wait_established(kube, "clusterkopfpeerings.kopf.dev", "qwendisaggdeployments.qdd.dev")
     peering = f"qdd-ha-{namespace}"
     kube.kubectl("apply", "-f", "-", input=f"apiVersion: kopf.dev/v1\nkind: ClusterKopfPeering\nmetadata:\n  name: {peering}\n")
     ops = [OperatorProcess(kube, resync_seconds=RESYNC, log_name=f"-ha-{who}", env={"POD_ID": f"qdd-op-{who}"},

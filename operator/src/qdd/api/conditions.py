@@ -30,6 +30,7 @@ class Reason:
     COMPUTE_DOMAIN_READY = "Ready"
     COMPUTE_DOMAIN_NOT_READY = "NotReady"
     GROUP_RESTARTING = "GroupRestarting"
+    PEER_RESTARTED = "PeerRestarted"
     AS_EXPECTED = "AsExpected"
     PREFLIGHT_DISABLED = "PreflightDisabled"
     READY_COMPUTE_DOMAIN_NOT_READY = "ComputeDomainNotReady"

@@ -63,3 +63,5 @@ class QwenDisaggDeploymentStatus(ApiModel):
     warnings: list[str] = Field(default_factory=list, description="What the plan accepts but a user should know (an unpinned model revision, a fixed side-channel host, a concurrency near capacity).")
     router_endpoint: str | None = Field(None, description="In-cluster URL of the router.")
     kv_transfer: KVTransferStatus | None = Field(None, description="KV-transfer preflight result.")
+    prefill_pods: dict[str, str] | None = Field(None, description="UIDs of the prefill pods at the last reconcile, by name: a name with a new UID is a replaced prefill engine (peer restart).")
+    peer_restart: str | None = Field(None, description="Why decode groups were recycled after a prefill pod was replaced (their NIXL state of the old engine); cleared when decode is all Ready again.")

@@ -33,6 +33,13 @@ class EngineProfile:
     """Largest CUDA-graph capture size when --max-cudagraph-capture-size is unset
     (vllm/config/vllm.py: min(max_num_seqs * 2, cap), clamped to max_num_batched_tokens)."""
     has_gdn_prefill_backend: bool
+    nixl_recovers_peer_restart: bool = False
+    """Whether decode drops a replaced prefill engine's NIXL state by itself, soon. vLLM 0.33 does
+    when a new engine answers at the *same* host:port, else only after ``engine_ttl`` (3600 s
+    idle; nixl/base_worker.py, _cleanup_remote_engines): a replaced prefill pod gets a new IP, so
+    decode keeps the stale agent (vllm#49238), and on GB200 the old pod's GPU memory stays mapped
+    by the decoders, so its replacement cannot start (vllm#58063). False: qdd recycles the decode
+    groups that may hold it (Degraded, reason PeerRestarted)."""
     hybrid_block_alignment: int = 16
     """Attention block sizes of hybrid models are multiples of this (vllm/model_executor/models/config.py,
     HybridAttentionMambaModelConfig.verify_and_update_config)."""

@@ -123,9 +123,15 @@ class Kube:
             pass
 
     def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        """Merge-patch the status. A resource deleted since it was read is not an error: its
+        status is gone with it (a status write racing a deletion)."""
         res = self._required(f"{labels.GROUP}/{labels.VERSION}", labels.KIND)
-        res.status.patch(name=name, namespace=namespace, body={"status": status},
-                         content_type="application/merge-patch+json", _request_timeout=TIMEOUT)
+        try:
+            res.status.patch(name=name, namespace=namespace, body={"status": status},
+                             content_type="application/merge-patch+json", _request_timeout=TIMEOUT)
+        except NotFoundError:
+            log.info("%s/%s is gone: its status is not written", namespace, name)
+            return
         API_WRITES.labels("patch-status", labels.KIND).inc()
 
     def compute_domain_ready(self, namespace: str, cr: str) -> bool:

@@ -16,6 +16,7 @@ from typing import Any
 
 from .. import labels
 from ..api import parse_resource
+from ..api.conditions import Reason
 from ..errors import SpecError
 from ..plan import Plan, build_plan
 from ..preflight.observe import kv_transfer_verdict
@@ -26,6 +27,7 @@ from . import metrics
 from .children import diff, key, with_owner
 from .groups import group_states, groups_to_delete, pods_to_create
 from .kube import Kube
+from .peers import prefill_pod_uids, replaced, stale_decode_groups
 from .status import Observed, compute_status, status_patch
 
 log = logging.getLogger("qdd.reconcile")
@@ -121,15 +123,39 @@ class Reconciler:
         plan, desired, errors = _desired(cr)
         observed = kube.list_children(namespace, name)
         states = group_states(desired, observed) if plan else []
+        peer_restart = None
         if plan is not None:  # nothing half-applied: children change only for a fully valid plan
-            wrote = self._converge(cr, desired, observed, states)
+            peer_restart = self._recycle_peers_of_replaced_prefill(cr, plan, observed, states)
+            wrote = self._converge(cr, desired, observed, states) or peer_restart is not None
             if wrote is None:
                 return "gone"  # the namespace is being deleted: so is the custom resource
             if wrote:
                 observed = kube.list_children(namespace, name)
                 states = group_states(desired, observed)
-        status = self._status(cr, plan, errors, desired, observed, states)
+        status = self._status(cr, plan, errors, desired, observed, states, peer_restart)
         return "invalid" if errors else ("ready" if _cond(status, "Ready").get("status") == "True" else "progressing")
+
+    def _recycle_peers_of_replaced_prefill(self, cr: dict[str, Any], plan: Plan, observed: list[dict[str, Any]],
+                                           states: list[Any]) -> str | None:
+        """Delete the decode groups that may hold a replaced prefill engine's stale NIXL agent, where
+        the engine profile says decode does not drop it (qdd.controller.peers). The message, or None."""
+        if plan.profile.nixl_recovers_peer_restart:
+            return None
+        recorded = (cr.get("status") or {}).get("prefillPods") or {}
+        gone = replaced(recorded, prefill_pod_uids(observed))
+        stale = stale_decode_groups(states, observed, gone)
+        if not stale:
+            return None
+        namespace = cr["metadata"]["namespace"]
+        msg = (f"prefill pod {', '.join(gone)} replaced: recreating decode endpoint "
+               f"{', '.join(str(g.endpoint) for g in stale)}, which may hold the old engine's NIXL state (vLLM "
+               f"{plan.profile.version} keeps it until engine_ttl; vllm#49238, vllm#58063)")
+        self.kube.event(cr, "Warning", Reason.PEER_RESTARTED, msg)
+        for g in stale:
+            metrics.GROUP_RESTARTS.labels(g.role, "peer-restarted").inc()
+            for pod in g.present:
+                self.kube.delete("v1", "Pod", namespace, pod)
+        return msg
 
     def _converge(self, cr: dict[str, Any], desired: list[dict[str, Any]], observed: list[dict[str, Any]],
                   states: list[Any]) -> bool | None:
@@ -161,7 +187,7 @@ class Reconciler:
         return wrote
 
     def _status(self, cr: dict[str, Any], plan: Plan | None, errors: list[str], desired: list[dict[str, Any]],
-                observed: list[dict[str, Any]], states: list[Any]) -> dict[str, Any]:
+                observed: list[dict[str, Any]], states: list[Any], peer_restart: str | None = None) -> dict[str, Any]:
         """Compute the status from what is observed, write it when it changed, post the events and
         metrics of its transitions."""
         kube, namespace, name = self.kube, cr["metadata"]["namespace"], cr["metadata"]["name"]
@@ -173,7 +199,7 @@ class Reconciler:
             kv = kv_transfer_verdict(preflight, observed, Thresholds(min_bulk_gbps=pf.min_bulk_gbps,
                                                                      max_request_ms=pf.max_request_ms))
         status = compute_status(cr, plan, errors, Observed({key(o): o for o in observed}, states), _now(), cd_ready,
-                                kv)
+                                kv, peer_restart)
         old = cr.get("status") or {}
         patch = status_patch(old, status)
         if patch is not None:

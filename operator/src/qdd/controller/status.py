@@ -18,6 +18,7 @@ from ..plan import Plan
 from ..plan.summary import summary
 from ..preflight.verdict import Verdict
 from .groups import GroupState, pod_ready
+from .peers import prefill_pod_uids
 
 
 @dataclass(frozen=True)
@@ -139,6 +140,8 @@ class _Facts:
     kv: Verdict | None
     broken: list[GroupState]
     unschedulable: str
+    peer_restart: str | None = None
+    """Decode groups recycled after a prefill replacement, until decode is all Ready again."""
 
     @property
     def valid(self) -> bool:
@@ -191,6 +194,8 @@ def _compute_domain(f: _Facts) -> dict[str, Any]:
 
 
 def _degraded(f: _Facts) -> dict[str, Any]:
+    if f.peer_restart:
+        return _cond(C.DEGRADED, True, Reason.PEER_RESTARTED, f.peer_restart, f.generation)
     msg = "; ".join(f"{g.role} endpoint {g.endpoint}: {g.broken or 'pods terminating'}; recreating the whole group"
                     for g in f.broken)
     return _cond(C.DEGRADED, bool(f.broken), Reason.GROUP_RESTARTING if f.broken else Reason.AS_EXPECTED, msg,
@@ -271,18 +276,33 @@ def _plan_status(plan: Plan, name: str, ns: str, kv: Verdict | None, obs: Observ
     return out
 
 
+def _prefill_record(cr: dict[str, Any], plan: Plan | None, obs: Observed) -> dict[str, str]:
+    """status.prefillPods: the UIDs seen now, and the last UID of a desired prefill pod that is
+    missing at this moment (deleted, not yet recreated): its replacement must still be recognised."""
+    recorded = (cr.get("status") or {}).get("prefillPods") or {}
+    desired = {p.name for p in plan.prefill.pods} if plan is not None else set(recorded)
+    current = prefill_pod_uids(list(obs.children.values()))
+    return {n: uid for n, uid in sorted(recorded.items()) if n in desired and n not in current} | current
+
+
 def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs: Observed, now: str,
-                   compute_domain_ready: bool | None, kv: Verdict | None = None) -> dict[str, Any]:
+                   compute_domain_ready: bool | None, kv: Verdict | None = None,
+                   peer_restart: str | None = None) -> dict[str, Any]:
     """The whole ``.status``, a pure function of the resource and what was observed. ``errors``:
     plan errors (empty when the spec is valid). ``compute_domain_ready``: None when no
-    ComputeDomain is used. ``kv``: the KV-transfer preflight's verdict, None when it is off."""
+    ComputeDomain is used. ``kv``: the KV-transfer preflight's verdict, None when it is off.
+    ``peer_restart``: why decode groups were recycled in this pass (a replaced prefill pod); kept
+    in ``status.peerRestart`` until decode is all Ready again."""
     meta = cr["metadata"]
     name = meta["name"]
     # A planned roll (pods of an older revision terminating) is progress, not degradation.
     broken = [g for g in obs.groups if g.broken or (g.terminating and not g.present and g.restarting)]
+    decode = _role_counts(cr, plan, obs, "decode")
+    if peer_restart is None and decode.ready < decode.endpoints:
+        peer_restart = (cr.get("status") or {}).get("peerRestart")
     f = _Facts(name, meta.get("generation"), plan, errors, _role_counts(cr, plan, obs, "prefill"),
-               _role_counts(cr, plan, obs, "decode"), _router_available(plan, obs, name), compute_domain_ready, kv,
-               broken, _unschedulable(obs))
+               decode, _router_available(plan, obs, name), compute_domain_ready, kv,
+               broken, _unschedulable(obs), peer_restart)
     p, d = f.prefill, f.decode
     status: dict[str, Any] = {
         "observedGeneration": f.generation,
@@ -294,6 +314,8 @@ def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs
         "gpus": p.gpus + d.gpus,
         "replicas": p.present_endpoints,
         "selector": f"{labels.DEPLOYMENT}={name},{labels.ROLE}=prefill",
+        "peerRestart": peer_restart,
+        "prefillPods": _prefill_record(cr, plan, obs) or None,
     }
     if plan is not None:
         status.update(_plan_status(plan, name, meta.get("namespace") or "default", kv, obs))

@@ -1,0 +1,100 @@
+"""A replaced prefill pod under running decode groups (qdd.controller.peers, the reconcile's use
+of it and the status it writes): recycled where the engine profile keeps the stale NIXL agent."""
+
+from __future__ import annotations
+
+
+from qdd.catalog import ENGINE_PROFILES
+from qdd.controller.groups import GroupState
+from qdd.controller.peers import prefill_pod_uids, replaced, stale_decode_groups
+
+
+def _pod(name: str, role: str, uid: str, created: str, deleting: bool = False) -> dict:
+    meta = {"name": name, "uid": uid, "creationTimestamp": created, "labels": {"qdd.dev/role": role}}
+    if deleting:
+        meta["deletionTimestamp"] = created
+    return {"kind": "Pod", "metadata": meta}
+
+
+def _group(endpoint: int, *pods: str, broken: str | None = None) -> GroupState:
+    return GroupState("decode", endpoint, pods, pods, (), True, broken, False)
+
+
+OBSERVED = [
+    _pod("x-prefill-0", "prefill", "new-0", "2030-01-01T00:10:00Z"),
+    _pod("x-prefill-1", "prefill", "u-1", "2030-01-01T00:00:00Z"),
+    _pod("x-prefill-2", "prefill", "u-2-old", "2030-01-01T00:00:00Z", deleting=True),
+    _pod("x-decode-0-0", "decode", "d0", "2030-01-01T00:01:00Z"),
+    _pod("x-decode-0-1", "decode", "d1", "2030-01-01T00:01:00Z"),
+    _pod("x-decode-1-0", "decode", "d2", "2030-01-01T00:20:00Z"),  # created after the replacement
+    _pod("x-decode-1-1", "decode", "d3", "2030-01-01T00:20:00Z"),
+    _pod("x-decode-3-0", "decode", "d4", "2030-01-01T00:10:00Z"),  # the replacement's second: recycled
+    _pod("x-decode-3-1", "decode", "d5", "2030-01-01T00:10:00Z"),
+]
+
+
+def test_prefill_uids_leave_terminating_pods_out():
+    assert prefill_pod_uids(OBSERVED) == {"x-prefill-0": "new-0", "x-prefill-1": "u-1"}
+
+
+def test_a_new_uid_under_a_recorded_name_is_a_replacement_a_new_name_is_a_scale_up():
+    recorded = {"x-prefill-0": "old-0", "x-prefill-1": "u-1"}
+    assert replaced(recorded, {"x-prefill-0": "new-0", "x-prefill-1": "u-1", "x-prefill-5": "u-5"}) == ["x-prefill-0"]
+    assert replaced({}, {"x-prefill-0": "new-0"}) == []  # nothing recorded yet (first pass)
+
+
+def test_only_groups_older_than_the_replacement_are_stale():
+    states = [_group(0, "x-decode-0-0", "x-decode-0-1"), _group(1, "x-decode-1-0", "x-decode-1-1"),
+              _group(2, "x-decode-2-0", broken="pod x-decode-2-1 is gone"), _group(3, "x-decode-3-0", "x-decode-3-1")]
+    stale = stale_decode_groups(states, OBSERVED, ["x-prefill-0"])
+    assert [g.endpoint for g in stale] == [0, 3]
+    assert stale_decode_groups(states, OBSERVED, []) == []
+
+
+def test_every_known_engine_profile_keeps_the_stale_agent():
+    # vLLM 0.33 drops it only when a new engine answers at the same host:port, or after engine_ttl.
+    assert {v: p.nixl_recovers_peer_restart for v, p in ENGINE_PROFILES.items()} == {
+        v: False for v in ENGINE_PROFILES}
+
+
+def test_status_keeps_peer_restart_until_decode_is_ready_and_records_prefill_uids():
+    from qdd.controller.status import compute_status
+
+    from .controller_world import cr_of, observed, plan_of, world
+
+    cr = cr_of()
+    objs = world(cr)
+    plan, obs = plan_of(cr), observed(cr, objs)
+    decode_pods = [o for o in objs if o["kind"] == "Pod" and o["metadata"]["labels"].get("qdd.dev/role") == "decode"]
+    without_decode = observed(cr, [o for o in objs if o not in decode_pods])
+    st = compute_status(cr, plan, [], without_decode, "2030-01-01T00:05:00Z", True, None, "prefill pod x replaced: …")
+    assert st["peerRestart"].startswith("prefill pod x replaced")
+    degraded = next(c for c in st["conditions"] if c["type"] == "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "PeerRestarted")
+    assert len(st["prefillPods"]) == 4 and all(st["prefillPods"].values())
+    # The next pass, decode groups still coming back: kept from the stored status.
+    kept = compute_status({**cr, "status": st}, plan, [], without_decode, "2030-01-01T00:06:00Z", True, None)
+    assert kept["peerRestart"] == st["peerRestart"]
+    # Decode all Ready again: cleared, Degraded False.
+    back = compute_status({**cr, "status": st}, plan, [], obs, "2030-01-01T00:07:00Z", True, None)
+    assert "peerRestart" not in back
+    assert next(c for c in back["conditions"] if c["type"] == "Degraded")["status"] == "False"
+
+
+def test_a_deleted_prefill_pod_stays_recorded_until_its_replacement_appears():
+    from qdd.controller.status import compute_status
+
+    from .controller_world import cr_of, observed, plan_of, world
+
+    cr = cr_of()
+    objs = world(cr)
+    plan = plan_of(cr)
+    first = compute_status(cr, plan, [], observed(cr, objs), "2030-01-01T00:05:00Z", True, None)
+    victim = sorted(first["prefillPods"])[1]
+    # Between the deletion and the StatefulSet's new pod: the name is kept with its old UID.
+    between = [o for o in objs if o["metadata"]["name"] != victim]
+    mid = compute_status({**cr, "status": first}, plan, [], observed(cr, between), "2030-01-01T00:05:01Z", True, None)
+    assert mid["prefillPods"][victim] == first["prefillPods"][victim]
+    # The new pod: a new UID under the recorded name is a replacement.
+    current = dict(prefill_pod_uids(between), **{victim: "a-new-uid"})
+    assert replaced(mid["prefillPods"], current) == [victim]

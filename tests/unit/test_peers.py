@@ -4,6 +4,8 @@ of it and the status it writes): recycled where the engine profile keeps the sta
 from __future__ import annotations
 
 
+import dataclasses
+
 from qdd.catalog import ENGINE_PROFILES
 from qdd.controller.groups import GroupState
 from qdd.controller.peers import prefill_pod_uids, replaced, stale_decode_groups
@@ -98,3 +100,49 @@ def test_a_deleted_prefill_pod_stays_recorded_until_its_replacement_appears():
     # The new pod: a new UID under the recorded name is a replacement.
     current = dict(prefill_pod_uids(between), **{victim: "a-new-uid"})
     assert replaced(mid["prefillPods"], current) == [victim]
+
+
+class _RecordingKube:
+    def __init__(self):
+        self.deleted, self.events = [], []
+
+    def delete(self, api_version, kind, namespace, name):
+        self.deleted.append(name)
+
+    def event(self, cr, type_, reason, message):
+        self.events.append((type_, reason, message))
+
+
+def _reconcile_pass(recovers: bool):
+    from qdd.controller.groups import group_states
+    from qdd.controller.reconcile import Reconciler
+
+    from .controller_world import cr_of, desired_of, plan_of, world
+
+    cr = cr_of()
+    objs = world(cr)
+    first = {o["metadata"]["name"]: o["metadata"]["uid"] for o in objs
+             if o["kind"] == "Pod" and o["metadata"]["labels"].get("qdd.dev/role") == "prefill"}
+    victim = sorted(first)[1]
+    for o in objs:  # the StatefulSet's replacement: same name, new UID, created after decode
+        if o["kind"] == "Pod" and o["metadata"]["name"] == victim:
+            o["metadata"].update(uid="replacement-uid", creationTimestamp="2999-01-01T00:00:00Z")
+    cr["status"] = {"prefillPods": first}
+    plan = plan_of(cr)
+    plan = dataclasses.replace(plan, profile=dataclasses.replace(plan.profile, nixl_recovers_peer_restart=recovers))
+    r = Reconciler.__new__(Reconciler)
+    r.kube = _RecordingKube()
+    msg = r._recycle_peers_of_replaced_prefill(cr, plan, objs, group_states(desired_of(cr), objs))
+    return msg, r.kube, victim
+
+
+def test_a_profile_without_the_fix_recycles_the_decode_group():
+    msg, kube, victim = _reconcile_pass(recovers=False)
+    assert msg is not None and victim in msg and "decode endpoint 0" in msg
+    assert sorted(kube.deleted) == sorted(n for n in kube.deleted if "-decode-0-" in n) and len(kube.deleted) == 2
+    assert kube.events[0][:2] == ("Warning", "PeerRestarted")
+
+
+def test_a_profile_with_the_fix_leaves_decode_untouched():
+    msg, kube, _ = _reconcile_pass(recovers=True)
+    assert msg is None and kube.deleted == [] and kube.events == []

@@ -279,3 +279,38 @@ def test_replaced_prefill_pod_recycles_the_decode_group_that_may_hold_its_nixl_a
     assert {k: v for k, v in after.items() if k != victim} == {k: v for k, v in prefill_before.items() if k != victim}
     assert obj["status"]["prefillPods"] == after and "peerRestart" not in obj["status"]
     assert len(pods(kube, name, namespace, "decode")) == 2
+
+
+def _node_of(kube: Kube, ns: str, pod: str) -> str:
+    return kube.get("pod", pod, ns)["spec"]["nodeName"]
+
+
+@pytest.mark.parametrize("role", ["decode", "prefill"])
+def test_drain_of_a_node_moves_its_endpoints_within_the_clique(kube, operator, namespace, role):
+    """Injected: `kubectl drain` of the node of a decode worker, or of a prefill pod (evictions
+    honour the prefill PodDisruptionBudget: one endpoint at a time). Checked: every pod of the
+    deployment ends Running on another node of the same NVLink clique, Ready again; lost: nothing
+    (4 prefill pods, one decode group of 2)."""
+    cr = cr_of(SEED, namespace)
+    name = cr["metadata"]["name"]
+    kube.apply(cr)
+    wait_ready(kube, name, namespace)
+    victim = f"{name}-decode-0-worker-1" if role == "decode" else f"{name}-prefill-0"
+    node = _node_of(kube, namespace, victim)
+    clique = kube.get("node", node)["metadata"]["labels"]["nvidia.com/gpu.clique"]
+    try:
+        kube.kubectl("drain", node, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=150s", timeout=170)
+
+        def moved():
+            ps = [p for p in pods(kube, name, namespace) if p["metadata"]["labels"].get("qdd.dev/role") in (
+                "prefill", "decode") and not p["metadata"].get("deletionTimestamp")]
+            return (len(ps) == 6 and all(p["spec"].get("nodeName") not in (None, node) for p in ps)
+                    and all(p.get("status", {}).get("phase") == "Running" for p in ps) and ps)
+        live = kube.wait_for(moved, timeout=READY_TIMEOUT, interval=0.5, desc=f"every pod off the drained {role} node")
+        wait_ready(kube, name, namespace)
+        for p in live:
+            labels_ = kube.get("node", p["spec"]["nodeName"])["metadata"]["labels"]
+            assert labels_["nvidia.com/gpu.clique"] == clique, p["metadata"]["name"]
+        assert len(pods(kube, name, namespace, "prefill")) == 4 and len(pods(kube, name, namespace, "decode")) == 2
+    finally:
+        kube.kubectl("uncordon", node, check=False)

@@ -87,6 +87,7 @@ NAMESPACED = {
     ("apps", "statefulsets"): {"list", "watch", "create", "patch", "delete"},
     ("apps", "deployments"): {"list", "watch", "create", "patch", "delete"},
     ("batch", "jobs"): {"list", "create", "patch", "delete"},
+    ("policy", "poddisruptionbudgets"): {"list", "create", "patch", "delete"},
     ("rbac.authorization.k8s.io", "roles"): {"list", "create", "patch", "delete"},
     ("rbac.authorization.k8s.io", "rolebindings"): {"list", "create", "patch", "delete"},
     ("resource.nvidia.com", "computedomains"): {"get", "list", "watch", "create", "patch", "delete"},
@@ -222,7 +223,8 @@ def _kopf_watched() -> set[tuple[str, str]]:
 def _plural(kind: str) -> str:
     return {"ComputeDomain": "computedomains", "ServiceAccount": "serviceaccounts", "Role": "roles",
             "RoleBinding": "rolebindings", "Service": "services", "StatefulSet": "statefulsets",
-            "Pod": "pods", "Deployment": "deployments", "Job": "jobs"}[kind]
+            "Pod": "pods", "Deployment": "deployments", "Job": "jobs",
+            "PodDisruptionBudget": "poddisruptionbudgets"}[kind]
 
 
 def test_rbac_covers_what_the_operator_code_does(default):

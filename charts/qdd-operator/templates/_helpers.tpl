@@ -92,6 +92,10 @@ Server-side apply is a PATCH; when the object does not exist yet the API server 
 - apiGroups: ["apps"]
   resources: ["statefulsets", "deployments"]
   verbs: ["list", "watch", "create", "patch", "delete"]
+# PodDisruptionBudgets of roles with two or more endpoints (at most one endpoint drained at a time).
+- apiGroups: ["policy"]
+  resources: ["poddisruptionbudgets"]
+  verbs: ["list", "create", "patch", "delete"]
 # KV-transfer preflight Jobs (created, replaced when their manifest changes, pruned).
 - apiGroups: ["batch"]
   resources: ["jobs"]

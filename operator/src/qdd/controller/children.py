@@ -19,6 +19,7 @@ MANAGED_KINDS: list[tuple[str, str]] = [
     ("rbac.authorization.k8s.io/v1", "Role"),
     ("rbac.authorization.k8s.io/v1", "RoleBinding"),
     ("v1", "Service"),
+    ("policy/v1", "PodDisruptionBudget"),
     ("apps/v1", "StatefulSet"),
     ("batch/v1", "Job"),
     ("v1", "Pod"),

@@ -318,6 +318,11 @@ def _spec_warnings(spec: QwenDisaggDeploymentSpec) -> list[str]:
     elif spec.model.revision is not None and pvc:
         warnings.append("spec.model.revision has no effect with a PVC source: the engines load the files on the volume "
                         "(both roles mount the same one)")
+    for role, rs in (("prefill", spec.prefill), ("decode", spec.decode)):
+        if rs.endpoints == 1:
+            warnings.append(f"{role} has one endpoint: no PodDisruptionBudget protects it (one that did would block "
+                            f"every drain of its nodes), so a drain stops {role} until the endpoint is back elsewhere; "
+                            "run two endpoints to keep serving through drains")
     if spec.kv_transfer.side_channel_host:
         warnings.append("kvTransfer.sideChannelHost is fixed: every engine pod advertises "
                         f"{spec.kv_transfer.side_channel_host}; only correct when that address reaches each pod "

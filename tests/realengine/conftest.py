@@ -1,5 +1,5 @@
 """Fixtures of the real-engine tests: the CPU engine venv, the tiny checkpoint, one real
-prefill/decode pair and the real router for the whole session (one pair at a time: ≈ 8 GB).
+prefill/decode pair and the real router per test module (one pair at a time: ≈ 8 GB).
 Nothing is skipped: a venv that does not build or an engine that does not come up fails the
 session's first test with the engine's log tail."""
 
@@ -26,12 +26,13 @@ def checkpoint(cpu_venv: Path, tmp_path_factory: pytest.TempPathFactory) -> Path
     return out
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("realengine-logs")
 
 
-@pytest.fixture(scope="session")
+# Module scope: the pair (≈ 8 GB) ends with the module that used it, not with the whole session.
+@pytest.fixture(scope="module")
 def pair(cpu_venv: Path, checkpoint: Path, logs: Path) -> Iterator[Pair]:
     p = start_pair(cpu_venv, checkpoint, logs)
     try:
@@ -40,7 +41,7 @@ def pair(cpu_venv: Path, checkpoint: Path, logs: Path) -> Iterator[Pair]:
         p.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def router(pair: Pair, logs: Path) -> Iterator[tuple[Router, list[str]]]:
     r, changed = start_router(pair, logs)
     with r:

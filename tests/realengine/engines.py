@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -56,10 +57,29 @@ class Substitution:
     why: str
 
 
+PORT_RANGE = (20000, 32000)
+"""Ports the harness hands out: below Linux's ephemeral range (32768–60999 by default), from which
+vLLM picks its own internal ZMQ ports while starting. A port taken from the ephemeral range (bind
+to 0) can be picked again by the other engine before the first one binds it: seen here as the
+prefill dying with "ZMQError: Address already in use" on the decode's side-channel port."""
+_handed: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port free now on 127.0.0.1 in :data:`PORT_RANGE`, never the same one twice per process."""
+    rng = random.Random()
+    for _ in range(1000):
+        port = rng.randrange(*PORT_RANGE)
+        if port in _handed:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed.add(port)
+        return port
+    raise RuntimeError(f"no free port in {PORT_RANGE}")
 
 
 def _env_value(entry: dict[str, Any]) -> str:

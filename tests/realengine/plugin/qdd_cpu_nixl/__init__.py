@@ -1,17 +1,22 @@
-"""A vLLM general plugin for the CPU test ground: NIXL agents without the progress thread.
+"""A vLLM general plugin for the CPU test ground: NIXL's progress thread polls at 1 kHz, not flat out.
 
 Why: the NIXL Python API builds every agent with the progress thread on and ``pthrDelay = 0``
-(nixl/_api.py, nixl_agent.__init__), so each engine's thread spins one core at 100% while idle;
-on the 2-core test machine that doubled request latency (docs/facts/cpu-engines.md). With the
-thread off, UCX progresses inside vLLM's own transfer polling (NixlConnector calls
-check_xfer_state every engine step), which is all a CPU pair needs.
+(nixl/_api.py, nixl_agent.__init__), so each engine's thread spins a core while idle; on the
+2-core test machine that doubled request latency (docs/facts/cpu-engines.md). Turning the thread
+off (mode ``off``) is not enough here: measured on this pair, 3 of 4 sequential requests went
+through and the 4th READ never finished (decode logged "KV fetch: 1 in progress" until killed) —
+over UCX's host transports the side being read must make progress too, and an idle prefill does
+not poll. So the default mode keeps the thread and makes it sleep ``QDD_NIXL_PROGRESS_DELAY_US``
+(default 1000 µs) between polls: NIXL's own ``pthrDelay`` knob, which its Python API hard-codes
+to 0.
 
 How: vLLM loads every ``vllm.general_plugins`` entry point in each of its processes before it
-builds the KV connector; this one patches ``nixl_agent_config`` so that any config built
-afterwards (vLLM's NixlConnector builds one per worker) has ``enable_prog_thread`` false. The
-entry point is declared by the dist-info folder next to this package, found when the folder
-``tests/realengine/plugin`` is on PYTHONPATH (the harness puts it there and says so). Set
-``QDD_NIXL_PROGRESS_THREAD=1`` to keep NIXL's default (for measuring the spin).
+builds the KV connector; ``register`` swaps the bindings' ``nixlAgentConfig`` for a subclass that
+keeps ``pthrDelay`` at least the delay (mode ``delay``), or makes ``nixl_agent_config`` turn the
+thread off (mode ``off``). ``QDD_NIXL_PROGRESS=default`` leaves NIXL alone (for measuring the
+spin: bench/real_engines.py). The entry point is declared by the dist-info folder next to this
+package, found when ``tests/realengine/plugin`` is on PYTHONPATH (the harness puts it there and
+lists it among its substitutions).
 """
 
 from __future__ import annotations

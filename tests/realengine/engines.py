@@ -139,6 +139,22 @@ def _base_env() -> dict[str, str]:
     return env
 
 
+def group_pids(pgid: int) -> list[int]:
+    """Live (non-zombie) processes of a process group, from /proc."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            out.append(int(d.name))
+    return out
+
+
 def group_rss_bytes(pgid: int) -> int:
     """Resident memory summed over every process of a process group (from /proc; shared pages count
     once per process, so this is an upper bound)."""
@@ -201,20 +217,25 @@ class Engine:
         return group_rss_bytes(self.proc.pid)
 
     def stop(self) -> None:
-        """SIGTERM to the whole group, SIGKILL after 20 s; waits for the leader."""
-        for sig, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
+        """SIGTERM to the whole group, SIGKILL after 20 s; raises if any process of the group is
+        still alive after that (an engine must never outlive its test)."""
+        for sig, wait in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 10.0)):
             try:
                 os.killpg(self.proc.pid, sig)
             except ProcessLookupError:
                 break
-            try:
-                self.proc.wait(wait)
-                if group_rss_bytes(self.proc.pid) == 0:
-                    break
-            except subprocess.TimeoutExpired:
-                continue
+            deadline = time.monotonic() + wait
+            while group_pids(self.proc.pid) and time.monotonic() < deadline:
+                self.proc.poll()
+                time.sleep(0.2)
+            if not group_pids(self.proc.pid):
+                break
+        self.proc.poll()
         if not self._fh.closed:
             self._fh.close()
+        left = group_pids(self.proc.pid)
+        if left:
+            raise RuntimeError(f"{self.name} engine: processes {left} survived SIGKILL")
 
     def __enter__(self) -> Engine:
         return self

@@ -27,7 +27,9 @@ REQUEST_TIMEOUT_S = 60.0
 TOLERANCE_FACTOR = 2.0
 """As tests/realengine/test_pd.py: a token is right when its fp32 logit is within 2 × the measured
 bf16 deviation of the fp32 maximum."""
-ERROR_LINE = re.compile(r"(Error|ERROR|Traceback|exception|Exception|failed|FAILED)")
+ERROR_LINE = re.compile(r"\b[A-Z]\w*(Error|Exception): ")
+"""An exception's message line (``RuntimeError: NIXL compatibility hash mismatch…``)."""
+LOG_PREFIX = re.compile(r"^\(\w+ pid=\d+\) (ERROR|WARNING|INFO) \S+ \S+ \[[^\]]+\] ")
 
 
 def _flag_value(args: list[str], flag: str, value: str) -> None:
@@ -163,16 +165,19 @@ def _judge(venv: Path, model: Path, answers: list[tuple[str, int, Any, float]]) 
         ref = json.loads(run_in_venv(venv, "reference.py", stdin=json.dumps({"model": str(model), "cases": cases})))
         wrong = sum(any(s["gap"] > TOLERANCE_FACTOR * s["bf16_dev"] for s in c["steps"]) for c in ref["cases"])
     return {"requests": len(answers), "http_200": len(ok), "wrong_tokens": wrong,
-            "statuses": sorted({a[1] for a in answers}), "max_latency_s": round(max(a[3] for a in answers), 2),
+            "statuses": sorted({a[1] for a in answers}), "statuses_in_order": [a[1] for a in answers], "max_latency_s": round(max(a[3] for a in answers), 2),
             "first_error_body": next((str(a[2])[:300] for a in answers if a[1] != 200), None)}
 
 
 def _log_errors(pair: Pair) -> dict[str, str | None]:
+    """Each engine's first specific exception line (the root cause; vLLM logs wrappers after it)."""
     out: dict[str, str | None] = {}
     for e in (pair.prefill, pair.decode):
-        lines = [ln.strip() for ln in e.log_tail(400_000).splitlines()
-                 if ERROR_LINE.search(ln) and "Num failed transfers=0" not in ln and "FutureWarning" not in ln]
-        out[e.name] = lines[0][:300] if lines else None
+        lines = [LOG_PREFIX.sub("", ln.strip()) for ln in e.log_tail(2_000_000).splitlines() if ERROR_LINE.search(ln)]
+        specific = [ln for ln in lines if not any(g in ln for g in GENERIC)]
+        out[e.name] = (specific or lines or [None])[0]
+        if out[e.name]:
+            out[e.name] = str(out[e.name])[:300]
     return out
 
 
@@ -216,9 +221,17 @@ def run_all(venv: Path, model: Path, logs: Path, names: list[str] | None = None)
             for c in CASES if names is None or c.name in names]
 
 
+GENERIC = ("See root cause", "initialization failed", "Traceback", "Found ulimit")
+"""Lines that match ERROR_LINE but say nothing about the case: wrappers of the root cause, and the
+start-up warning about the open-file limit (it quotes "OSError: [Errno 24]")."""
+
+
 def _last_error(text: str) -> str:
-    lines = [ln.strip() for ln in text.splitlines() if ERROR_LINE.search(ln)]
-    return (lines[-1] if lines else text.strip().splitlines()[-1])[:400]
+    """The most telling error line of an engine's log tail: the last specific one (vLLM wraps the
+    root cause in generic "initialization failed" lines), else the last line."""
+    lines = [LOG_PREFIX.sub("", ln.strip()) for ln in text.splitlines() if ERROR_LINE.search(ln)]
+    specific = [ln for ln in lines if not any(g in ln for g in GENERIC)]
+    return ((specific or lines or text.strip().splitlines())[-1])[:400]
 
 
 def outcome(r: dict[str, Any]) -> str:
@@ -248,8 +261,12 @@ def table(records: list[dict[str, Any]]) -> str:
         seen = r["outcome"]
         if r.get("detail"):
             seen += f": `{r['detail'][:160]}`"
-        elif r.get("first_error_body"):
-            seen += f"; first error: `{r['first_error_body'][:160]}`"
+        else:
+            causes = [c for c in ((r.get("log_errors") or {}).get(k) for k in ("decode", "prefill"))
+                      if c and not any(g in c for g in GENERIC)]
+            cause = causes[0] if causes else None
+            if cause:
+                seen += f"; engine log: `{cause[:200]}`"
         if r.get("max_latency_s") is not None:
             seen += f" (slowest answer {r['max_latency_s']} s)"
         cells = [r["case"], r["refused_by"], r["bypass"], seen, nixl]

@@ -60,8 +60,15 @@ class Pair:
     substitutions: dict[str, list[Substitution]] = field(default_factory=dict)
 
     def stop(self) -> None:
+        """Stop both engines (both, even if the first raises); raises if a process survived."""
+        errors = []
         for e in (self.decode, self.prefill):
-            e.stop()
+            try:
+                e.stop()
+            except RuntimeError as err:
+                errors.append(str(err))
+        if errors:
+            raise RuntimeError("; ".join(errors))
 
 
 def start_pair(venv: Path, model_dir: Path, logs: Path, cr: dict[str, Any] | None = None,
@@ -85,7 +92,8 @@ def start_pair(venv: Path, model_dir: Path, logs: Path, cr: dict[str, Any] | Non
                 e.wait_ready()
     except BaseException:
         for e in engines.values():
-            e.stop()
+            with contextlib.suppress(RuntimeError):
+                e.stop()
         raise
     return Pair(engines["prefill"], engines["decode"], objs, subs)
 

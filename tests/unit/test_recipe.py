@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from qdd.recipe import RecipeError, import_recipe
+from qdd.recipe.objects import import_objects
 from qdd.render import to_yaml
 
 from ..conftest import EXAMPLES, ROOT, load
@@ -27,7 +28,10 @@ def recipe() -> dict:
 
 
 def imp(r: dict, name: str | None = None) -> dict:
-    return import_recipe(r, name=name, image=IMAGE)
+    """The deployment; the benchmark section is checked too (import_objects)."""
+    cr = import_objects(r, name=name, image=IMAGE).deployment
+    assert cr == import_recipe(r, name=name, image=IMAGE)
+    return cr
 
 
 def errors(r: dict, name: str | None = None) -> list[tuple[str, str]]:
@@ -177,8 +181,10 @@ def test_names(recipe):
     recipe["name"] = "4xDEP2_1xDEP8_cc5120"
     assert imp(recipe)["metadata"]["name"] == "qdd-4xdep2-1xdep8-cc5120"
     assert imp(recipe, name="mine")["metadata"]["name"] == "mine"
-    recipe["name"] = "qwen35-397b-nvfp4-gb200-disagg-4xdep2-1xdep8"
-    assert error_key(recipe) == "name"
+    recipe["name"] = "qwen35-397b-nvfp4-gb200-disagg-4xdep2-1xdep8"  # 44 characters: shortened (qdd.recipe.names)
+    assert imp(recipe)["metadata"]["name"] == "qwen35-397b-4xdep2-1xdep8"
+    recipe["name"] = "x" * 41  # one word: cannot drop one, so the start and a hash
+    assert imp(recipe)["metadata"]["name"] == "x" * 31 + "-" + __import__("hashlib").sha256(b"x" * 41).hexdigest()[:8]
     assert error_key(recipe, name="Bad_Name") == "--name"
 
 
@@ -231,7 +237,9 @@ BAD = {
     "conv layout SD": (_set("backend/decode_environment/VLLM_SSM_CONV_STATE_LAYOUT", "SD"),
                        "backend.decode_environment.VLLM_SSM_CONV_STATE_LAYOUT"),
     "ucx on one role": (_set("backend/decode_environment/UCX_TLS", "tcp"), "backend.decode_environment.UCX_TLS"),
-    "gsm8k": (_set("benchmark", {"type": "gsm8k", "num_examples": 1319}), "benchmark.type"),
+    "mmlu": (_set("benchmark", {"type": "mmlu", "num_examples": 200}), "benchmark.type"),
+    "gsm8k-key": (_set("benchmark", {"type": "gsm8k", "num_problems": 1319}), "benchmark.num_problems"),
+    "gsm8k-repeat": (_set("benchmark", {"type": "gsm8k", "repeat": 0}), "benchmark.repeat"),
     "missing isl": (_set("benchmark/isl", _DELETE), "benchmark.isl"),
     "ratio zero": (_set("benchmark/random_range_ratio", 0), "benchmark.random_range_ratio"),
     "srtslurm alias": (_set("model/path", "qwen35-397b-a17b-nvfp4"), "model.path"),
@@ -254,7 +262,10 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 def test_cli_imports_and_refuses(tmp_path):
     ok = _cli(str(FIXTURE), "--name", "imported", "--image", IMAGE)
     assert ok.returncode == 0, ok.stderr
-    assert yaml.safe_load(ok.stdout)["metadata"]["name"] == "imported"
+    docs = list(yaml.safe_load_all(ok.stdout))
+    assert [(d["kind"], d["metadata"]["name"]) for d in docs] == [("QwenDisaggDeployment", "imported"),
+                                                                   ("QwenDisaggBenchmark", "imported")]
+    assert docs[1]["spec"]["deploymentName"] == "imported"
     bad = tmp_path / "bad.yaml"
     bad.write_text(FIXTURE.read_text().replace('gpu_type: "gb200"', 'gpu_type: "mi300x"'))
     out = _cli(str(bad))

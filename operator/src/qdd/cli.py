@@ -87,16 +87,45 @@ def cmd_crd(args: argparse.Namespace) -> None:
         sys.stdout.write(text)
 
 
-def cmd_import_recipe(args: argparse.Namespace) -> None:
-    from .recipe import RecipeError, import_recipe
+def _write_imported(done: list[Any], out_dir: str | None) -> None:
+    """Notes to stderr; the objects to stdout (one YAML stream) or one file per recipe in ``out_dir``."""
+    for imp in done:
+        for note in imp.notes:
+            print(f"note: {imp.source}: {note}", file=sys.stderr)
+    if out_dir is None:
+        sys.stdout.write(yaml.safe_dump_all([o for imp in done for o in imp.objects()], sort_keys=False))
+        return
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    for imp in done:
+        target = Path(out_dir) / f"{imp.deployment['metadata']['name']}.yaml"
+        target.write_text(yaml.safe_dump_all(imp.objects(), sort_keys=False))
+        print(f"wrote {target}", file=sys.stderr)
 
+
+def cmd_import_recipe(args: argparse.Namespace) -> None:
+    from .recipe import RecipeError
+    from .recipe.objects import import_directory, import_objects
+
+    if Path(args.recipe).is_dir():
+        if args.name:
+            print("error: --name: names one recipe; a directory's recipes are named from their name keys",
+                  file=sys.stderr)
+            raise SystemExit(EXIT_INVALID)
+        done, errors = import_directory(Path(args.recipe), args.image)
+        for path, key, msg in errors:
+            print(f"error: {path}: {key}: {msg}", file=sys.stderr)
+        if errors:
+            raise SystemExit(EXIT_INVALID)
+        _write_imported(done, args.output_dir)
+        return
     try:
-        obj = import_recipe(yaml.safe_load(Path(args.recipe).read_text()), name=args.name, image=args.image)
+        imp = import_objects(yaml.safe_load(Path(args.recipe).read_text()), name=args.name, image=args.image,
+                             source=args.recipe)
     except RecipeError as e:
         for key, msg in e.errors:
             print(f"error: {args.recipe}: {key}: {msg}", file=sys.stderr)
         raise SystemExit(EXIT_INVALID) from None
-    sys.stdout.write(yaml.safe_dump(obj, sort_keys=False))
+    _write_imported([imp], args.output_dir)
 
 
 def cmd_run(args: argparse.Namespace) -> None:
@@ -120,8 +149,9 @@ def parser() -> argparse.ArgumentParser:
     c = sub.add_parser("crd", help="print the CustomResourceDefinition")
     c.add_argument("-o", "--output", help="write to this file instead of stdout")
     c.set_defaults(func=cmd_crd)
-    i = sub.add_parser("import-recipe", help="turn an srt-slurm recipe into a QwenDisaggDeployment")
-    i.add_argument("recipe")
+    i = sub.add_parser("import-recipe", help="turn srt-slurm recipes into a QwenDisaggDeployment and QwenDisaggBenchmark")
+    i.add_argument("recipe", help="a recipe file, or a directory: every *.yaml in it")
+    i.add_argument("-o", "--output-dir", help="write <name>.yaml per recipe here instead of one stream to stdout")
     i.add_argument("--name", help="metadata.name (default: from the recipe)")
     i.add_argument("--image", default="qdd/vllm:0.33.0-cu13-arm64", help="engine image")
     i.set_defaults(func=cmd_import_recipe)

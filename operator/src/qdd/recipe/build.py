@@ -13,7 +13,8 @@ from ..catalog import GPU_KINDS
 from ..errors import FieldError, SpecError
 from ..plan.args import check_extra, check_roles_match
 from .flags import _env, _flags, _role_flag
-from .keys import BACKEND_KEYS, ENGINE_DEFAULTS, Found, MODEL_KEYS, RESOURCE_KEYS, ROLES, RecipeError, SA_BENCH_KEYS, TOP_LEVEL_IGNORED, TOP_LEVEL_USED, UCX_ENV, _Build, _mapping, _num, _only, _pos, _put
+from .names import cr_name
+from .keys import ACCURACY_WORKLOAD, BACKEND_KEYS, ENGINE_DEFAULTS, Found, MODEL_KEYS, RESOURCE_KEYS, ROLES, RecipeError, SA_BENCH_KEYS, TOP_LEVEL_IGNORED, TOP_LEVEL_USED, UCX_ENV, _Build, _levels, _mapping, _num, _only, _pos, _put
 
 
 def _model(b: _Build, recipe: dict[str, Any]) -> dict[str, Any]:
@@ -47,11 +48,14 @@ def _name(b: _Build, recipe: dict[str, Any], name: str | None) -> str | None:
     if not isinstance(raw, str) or not raw.strip():
         b.error("name", "required (or pass --name)", covers="metadata.name")
         return None
-    out = re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "-", raw.lower())).strip("-")
-    out = out if out[:1].isalpha() else f"qdd-{out}"
-    b.notes["metadata.name"] = (f", made from {raw!r}" if out != raw else "") + "; pass --name to choose another"
+    model, res = recipe.get("model"), recipe.get("resources")
+    precision = model.get("precision") if isinstance(model, dict) else None
+    gpu = res.get("gpu_type") if isinstance(res, dict) else None
+    out, how = cr_name(raw, str(precision) if precision else None, str(gpu) if gpu else None)
+    b.notes["metadata.name"] = (f", {how}" if how else "") + "; pass --name to choose another"
+    if how:
+        b.said.append(f"metadata.name {out}: {how}; pass --name to choose another")
     return out
-
 
 
 def _gpu(b: _Build, res: dict[str, Any]) -> tuple[int | None, dict[str, Any]]:
@@ -106,9 +110,14 @@ def _topology(b: _Build, role: str, res: dict[str, Any], topo: dict[str, Any], g
 
 def _workload(b: _Build, recipe: dict[str, Any]) -> dict[str, Any]:
     bench = _mapping(b, recipe.get("benchmark"), "benchmark")
+    if bench.get("type") == "gsm8k":
+        b.said.append("spec.workload: a gsm8k recipe gives no workload; sized for the sa-bench recipes of the "
+                      f"published Qwen3.5 GB200 8k1k set ({ACCURACY_WORKLOAD}), so the engines run the flags of "
+                      "the sweep they are checked for")
+        return dict(ACCURACY_WORKLOAD)
     if bench.get("type") != "sa-bench":
-        b.error("benchmark.type", f"{bench.get('type')!r}: only an sa-bench recipe gives the workload (isl, osl, "
-                                  "concurrencies); import the sa-bench variant of this topology", covers="spec.workload")
+        b.error("benchmark.type", f"{bench.get('type')!r}: qdd imports sa-bench (a sweep) and gsm8k (an accuracy "
+                                  "run) recipes", covers="spec.workload")
         return {}
     _only(b, bench, "benchmark", SA_BENCH_KEYS)
     for field, k in (("isl", "isl"), ("osl", "osl"), ("randomRangeRatio", "random_range_ratio"),
@@ -118,8 +127,7 @@ def _workload(b: _Build, recipe: dict[str, Any]) -> dict[str, Any]:
     if bench.get("random_range_ratio") is not None:
         out["randomRangeRatio"] = _num(bench["random_range_ratio"], float)
     sweep = bench.get("concurrencies")
-    parts = sweep.lower().split("x") if isinstance(sweep, str) else sweep if isinstance(sweep, list) else [sweep]
-    levels = [_num(p.strip() if isinstance(p, str) else p, int) for p in parts]
+    levels = _levels(sweep)
     if sweep is not None and (not levels or not _pos(*levels)):
         b.error("benchmark.concurrencies", f"{sweep!r}: must be positive integers (a list, or joined by 'x')",
                 covers="spec.workload.concurrency")
@@ -236,10 +244,8 @@ def _checked(cr: dict[str, Any]) -> list[FieldError]:
             *check_extra("decode", s.decode, s.engine.vllm_version), *check_roles_match(s.prefill, s.decode)]
 
 
-def import_recipe(recipe: dict[str, Any], name: str | None, image: str) -> dict[str, Any]:
-    """The QwenDisaggDeployment an srt-slurm ``recipe`` describes, named ``name`` (default: from the
-    recipe's name), running engine ``image``. Raises :class:`RecipeError` listing every problem, each
-    naming the recipe key to change."""
+def build(recipe: dict[str, Any], name: str | None, image: str) -> tuple[dict[str, Any], _Build]:
+    """(the QwenDisaggDeployment, the build record: errors so far, notes in ``said``)."""
     if not isinstance(recipe, dict):
         raise RecipeError("(recipe)", f"must be a mapping, got {type(recipe).__name__}")
     b = _Build()
@@ -250,6 +256,15 @@ def import_recipe(recipe: dict[str, Any], name: str | None, image: str) -> dict[
           "metadata": {"name": _name(b, recipe, name)}, "spec": spec}
     for e in _checked(cr):
         b.errors += [err for err in b.trace(e) if err not in b.errors]
+    return cr, b
+
+
+def import_recipe(recipe: dict[str, Any], name: str | None, image: str) -> dict[str, Any]:
+    """The QwenDisaggDeployment an srt-slurm ``recipe`` describes, named ``name`` (default: from the
+    recipe's name, shortened as :func:`qdd.recipe.names.cr_name` says), running engine ``image``.
+    Raises :class:`RecipeError` listing every problem, each naming the recipe key to change.
+    :func:`qdd.recipe.objects.import_objects` also gives the benchmark and the notes."""
+    cr, b = build(recipe, name, image)
     if b.errors:
         raise RecipeError(b.errors)
     return cr

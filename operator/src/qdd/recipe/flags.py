@@ -54,6 +54,11 @@ def _kv_transfer(b: _Build, value: Any, key: str) -> dict[str, Found]:
     for k, v in cfg.items():
         if k in KV_DROPPED and v not in KV_DROPPED[k]:
             b.error(f"{key}.{k}", f"{v!r}: qdd sets it, to {' or '.join(KV_DROPPED[k])}")
+    if cfg.get("kv_role") == "kv_both":
+        note = ("kv_role kv_both (deprecated for NIXL in vLLM 0.33, docs/vllm-flags.md#kv-transfer) becomes "
+                "kv_producer on prefill and kv_consumer on decode")
+        if note not in b.said:
+            b.said.append(note)
     extra_key = f"{key}.kv_connector_extra_config"
     extra = _mapping(b, cfg.get("kv_connector_extra_config"), extra_key, required=False)
     _only(b, extra, extra_key, ("backends", "kv_lease_duration"))

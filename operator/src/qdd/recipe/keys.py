@@ -24,6 +24,11 @@ RESOURCE_KEYS = ("gpu_type", "gpus_per_node", "prefill_nodes", "prefill_workers"
                  "decode_workers", "gpus_per_decode")
 BACKEND_KEYS = ("type", "connector", "prefill_environment", "decode_environment", "vllm_config")
 MODEL_KEYS = ("path", "container", "precision")
+GSM8K_KEYS = ("type", "num_examples", "num_shots", "repeat")
+ACCURACY_WORKLOAD = {"isl": 8192, "osl": 1024, "randomRangeRatio": 0.8, "concurrency": 3072}
+"""spec.workload of a gsm8k recipe (which gives none): the workload of the base sa-bench recipes of
+the Qwen3.5 GB200 8k1k set whose -acc variants these are (ISL/OSL 8192/1024, ratio 0.8, up to
+3072; docs/facts/seed-recipe.md), so the deployment checked for accuracy runs the same flags."""
 SA_BENCH_KEYS = ("isl", "osl", "concurrencies", "random_range_ratio", "type", "req_rate", "num_prompts_mult",
                  "num_warmup_mult")
 
@@ -81,6 +86,8 @@ class _Build:
         self.origin: dict[str, list[str]] = {}
         self.covered: list[str] = []
         self.notes: dict[str, str] = {}
+        self.said: list[str] = []
+        """What the import decided that a user should read (a shortened name, kv_both)."""
 
     def error(self, key: str, message: str, covers: str | None = None) -> None:
         """``covers``: a resource path whose API errors this one already explains."""
@@ -124,6 +131,12 @@ def _num(value: Any, conv: Callable[[Any], Any]) -> Any:
         return conv(value)
     except ValueError:
         return value
+
+
+def _levels(sweep: Any) -> list[Any]:
+    """sa-bench ``concurrencies`` (a list, a number or ``"64x128x…"``) as a list, ints where they read as one."""
+    parts = sweep.lower().split("x") if isinstance(sweep, str) else sweep if isinstance(sweep, list) else [sweep]
+    return [_num(p.strip() if isinstance(p, str) else p, int) for p in parts]
 
 
 def _pos(*values: Any) -> bool:

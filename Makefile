@@ -26,7 +26,8 @@ setup: venv tools vllm-venv cpu-engine-venv
 
 crds: venv
 	$(PY) -m qdd.cli crd -o crds/qdd.dev_qwendisaggdeployments.yaml
-	cp crds/qdd.dev_qwendisaggdeployments.yaml charts/qdd-operator/files/crds/
+	$(PY) -m qdd.cli crd --kind benchmark -o crds/qdd.dev_qwendisaggbenchmarks.yaml
+	cp crds/qdd.dev_qwendisaggdeployments.yaml crds/qdd.dev_qwendisaggbenchmarks.yaml charts/qdd-operator/files/crds/
 
 test: setup lint
 	$(PY) -m pytest -q tests

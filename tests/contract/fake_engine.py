@@ -29,6 +29,7 @@ import socketserver
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -88,12 +89,17 @@ class FakeEngine:
     """One fake engine endpoint (one HTTP port), ``role`` ``prefill`` or ``decode``."""
 
     def __init__(self, role: str, name: str, model: str, *, dp_size: int = 1, host: str = HOST,
-                 port: int = 0, lease_s: float = 30.0, token: str | None = None) -> None:
+                 port: int = 0, lease_s: float = 30.0, token: str | None = None, token_interval_s: float = 0.0,
+                 prompt_tokens: int = 8, answer: Callable[[dict[str, Any]], str | None] | None = None) -> None:
+        """``token_interval_s``: decode sleeps this long between streamed tokens (a known ITL);
+        ``prompt_tokens``: what usage reports as the prompt's length; ``answer``: decode's text for a
+        request body (None: the default ``token:prefill:digest t1 t2 …``), e.g. a GSM8K answer."""
         if role not in ("prefill", "decode"):
             raise ValueError(role)
         if not host.startswith("127."):
             raise ValueError(f"fake engines bind to loopback only, not {host}")
         self.role, self.name, self.model, self.dp_size, self.lease_s = role, name, model, dp_size, lease_s
+        self.token_interval_s, self.prompt_tokens, self.answer = token_interval_s, prompt_tokens, answer
         self.host = host
         self.token = token or name
         self.engine_id = f"{name}-{uuid.uuid4().hex[:8]}"
@@ -198,7 +204,9 @@ class FakeEngine:
         }
         with self._lock:
             self.issued[rid] = params
-        return 200, _response(body, rid, self.model, "\u2581", "length", params)
+        out = _response(body, rid, self.model, "\u2581", "length", params)
+        out["usage"] = _usage(1, self.prompt_tokens)
+        return 200, out
 
     def serve_read(self, req: dict[str, Any]) -> dict[str, Any]:
         """Side channel: a decode pulls leased blocks; the lease is freed (vLLM frees on notify)."""
@@ -231,10 +239,15 @@ class FakeEngine:
             return self._refuse([f"KV read from {ktp['remote_host']}:{ktp['remote_port']} failed: {read.get('error')}"])
         n = _max_tokens(body) or 16
         pieces = [f"{self.token}:{read['prefill']}:{read['digest']}"] + [f" t{i}" for i in range(1, n)]
+        text = self.answer(body) if self.answer else None
+        pieces = pieces if text is None else [text]
         rid = f"cmpl-{uuid.uuid4().hex}"
         if body.get("stream"):
-            return 200, _sse(body, rid, self.model, pieces)
-        return 200, _response(body, rid, self.model, "".join(pieces), "length", None)
+            usage = (body.get("stream_options") or {}).get("include_usage")
+            return 200, _sse(body, rid, self.model, pieces, _usage(len(pieces), self.prompt_tokens) if usage else None)
+        out = _response(body, rid, self.model, "".join(pieces), "length", None)
+        out["usage"] = _usage(len(pieces), self.prompt_tokens)
+        return 200, out
 
     def _refuse(self, problems: list[str]) -> tuple[int, dict[str, Any]]:
         msg = f"{self.name}: " + "; ".join(problems)
@@ -298,7 +311,12 @@ def _response(body: dict[str, Any], rid: str, model: str, text: str, finish: str
     return out
 
 
-def _sse(body: dict[str, Any], rid: str, model: str, pieces: list[str]) -> list[str]:
+def _usage(completion: int, prompt: int) -> dict[str, int]:
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def _sse(body: dict[str, Any], rid: str, model: str, pieces: list[str],
+         usage: dict[str, int] | None = None) -> list[str]:
     """SSE events as vLLM's OpenAI server writes them, ending with ``data: [DONE]``."""
     created = int(time.time())
     events = []
@@ -316,6 +334,8 @@ def _sse(body: dict[str, Any], rid: str, model: str, pieces: list[str]) -> list[
                      "choices": [{"index": 0, "text": piece, "finish_reason": "length" if last else None,
                                   "logprobs": None}]}
         events.append(f"data: {json.dumps(chunk)}\n\n")
+    if usage is not None:  # vLLM's last chunk with stream_options.include_usage: no choices, the usage
+        events.append(f"data: {json.dumps({'id': rid, 'object': 'text_completion', 'created': created, 'model': model, 'choices': [], 'usage': usage})}\n\n")
     events.append("data: [DONE]\n\n")
     return events
 
@@ -347,7 +367,9 @@ def _handler_for(engine: FakeEngine) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Type", "text/event-stream; charset=utf-8")
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
-            for ev in events:
+            for i, ev in enumerate(events):
+                if i and engine.token_interval_s and '"choices": []' not in ev and "[DONE]" not in ev:
+                    time.sleep(engine.token_interval_s)  # a known token interval (ITL) between tokens
                 data = ev.encode()
                 self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
                 self.wfile.flush()

@@ -80,7 +80,9 @@ def cmd_render(args: argparse.Namespace) -> None:
 
 
 def cmd_crd(args: argparse.Namespace) -> None:
-    text = yaml.safe_dump(crd(), sort_keys=False, width=100)
+    from .api.benchmark_crd import benchmark_crd
+
+    text = yaml.safe_dump(benchmark_crd() if args.kind == "benchmark" else crd(), sort_keys=False, width=100)
     if args.output:
         Path(args.output).write_text(text)
     else:
@@ -146,8 +148,10 @@ def parser() -> argparse.ArgumentParser:
     r = sub.add_parser("render", help="print every Kubernetes object the operator would apply")
     r.add_argument("-f", "--filename", action="append", required=True, help="CR file (repeatable; - for stdin)")
     r.set_defaults(func=cmd_render)
-    c = sub.add_parser("crd", help="print the CustomResourceDefinition")
+    c = sub.add_parser("crd", help="print a CustomResourceDefinition")
     c.add_argument("-o", "--output", help="write to this file instead of stdout")
+    c.add_argument("--kind", choices=["deployment", "benchmark"], default="deployment",
+                   help="QwenDisaggDeployment (default) or QwenDisaggBenchmark")
     c.set_defaults(func=cmd_crd)
     i = sub.add_parser("import-recipe", help="turn srt-slurm recipes into a QwenDisaggDeployment and QwenDisaggBenchmark")
     i.add_argument("recipe", help="a recipe file, or a directory: every *.yaml in it")

@@ -73,6 +73,7 @@ class BenchmarkSpec(ApiModel):
 
 
 class Percentiles(ApiModel):
+    mean: float | None = Field(None, description="Mean, ms.")
     p50: float | None = Field(None, description="Median, ms.")
     p90: float | None = Field(None, description="90th percentile, ms.")
     p99: float | None = Field(None, description="99th percentile, ms.")
@@ -84,11 +85,11 @@ class SweepPoint(ApiModel):
     failed: int = Field(description="Requests that failed.")
     input_tokens: int = Field(description="Prompt tokens of the completed requests.")
     output_tokens: int = Field(description="Generated tokens of the completed requests.")
-    duration_s: float = Field(description="Wall time of the point, s.")
-    total_tokens_per_s: float = Field(description="(input + output tokens) / duration.")
-    output_tokens_per_s: float = Field(description="Output tokens / duration.")
-    total_tokens_per_s_per_gpu: float | None = Field(None, description="Total tok/s over the deployment's GPUs (status.gpus).")
-    output_tokens_per_s_per_user: float | None = Field(None, description="1000 / median TPOT: the speed one user sees, tok/s.")
+    duration_seconds: float = Field(description="Wall time of the point, s.")
+    total_tokens_per_second: float = Field(description="(input + output tokens) / duration.")
+    output_tokens_per_second: float = Field(description="Output tokens / duration.")
+    total_tokens_per_second_per_gpu: float | None = Field(None, description="Total tok/s over the deployment's GPUs (status.gpus).")
+    output_tokens_per_second_per_user: float | None = Field(None, description="1000 / median TPOT: the speed one user sees, tok/s.")
     ttft_ms: Percentiles = Field(default_factory=Percentiles, description="Time to first token.")
     tpot_ms: Percentiles = Field(default_factory=Percentiles, description="Time per output token (after the first).")
     itl_ms: Percentiles = Field(default_factory=Percentiles, description="Inter-token latency.")
@@ -110,7 +111,7 @@ class BenchmarkStatus(ApiModel):
     sweep: list[SweepPoint] = Field(default_factory=list, description="One result per concurrency.")
     accuracy: AccuracyResult | None = Field(None, description="GSM8K result.")
     results_config_map: str | None = Field(None, description="ConfigMap holding results.json (input of `qdd bench report`).")
-    best_total_tokens_per_s_per_gpu: float | None = Field(None, description="Highest total tok/s/GPU of the sweep.")
+    best_total_tokens_per_second_per_gpu: float | None = Field(None, description="Highest total tok/s/GPU of the sweep.")
 
 
 def parse_benchmark_spec(spec: Any) -> BenchmarkSpec:

@@ -1,0 +1,146 @@
+"""Results of ``vllm bench serve`` (vLLM 0.33.0, ``--save-result``): parse, compact, and turn into a
+sweep point of QwenDisaggBenchmark.status.
+
+Standard library only: the benchmark Job runs this file with the engine image's python
+(``python3 results.py compact RESULT.json`` writes the compact form to stdout, which the Job
+copies to its termination message, at most 4,096 bytes); the operator parses that message with
+:func:`parse_compact`.
+
+API (for anyone else parsing ``vllm bench serve`` output):
+
+- :func:`parse_serve_result` ``(dict) -> ServeResult``: the saved result JSON (keys written by
+  vllm/benchmarks/serve.py: ``completed``, ``failed``, ``total_input_tokens``, ``total_output_tokens``,
+  ``duration`` in s, ``total_token_throughput``, ``output_throughput`` in tok/s,
+  ``{mean,median,p<N>}_{ttft,tpot,itl}_ms`` in ms with ``--percentile-metrics ttft,tpot,itl
+  --metric-percentiles 50,90,99``, ``max_concurrency``, ``num_prompts``). Raises :class:`ResultError`
+  naming the missing or bad key.
+- :func:`compact` ``(dict) -> str``: the keys above only, as one JSON line (< 1 KiB).
+- :func:`parse_compact` ``(str) -> ServeResult``: the termination message back.
+- :func:`sweep_point` ``(ServeResult, gpus) -> dict``: a ``status.sweep[]`` entry (camelCase),
+  with tok/s/GPU = total tok/s / ``gpus`` and tok/s/user = 1000 / median TPOT (ms).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+METRICS = ("ttft", "tpot", "itl")
+STATS = ("mean", "median", "p50", "p90", "p99")
+COUNTS = ("completed", "failed", "total_input_tokens", "total_output_tokens")
+RATES = ("duration", "total_token_throughput", "output_throughput")
+SETTINGS = ("max_concurrency", "num_prompts")
+MAX_MESSAGE = 4096
+"""Kubernetes' limit on a container's termination message, bytes."""
+
+
+class ResultError(ValueError):
+    """A result that cannot be read; the message names the key."""
+
+
+@dataclass(frozen=True)
+class ServeResult:
+    """One ``vllm bench serve`` run. Times in ms (``latency_ms[metric][stat]``), durations in s."""
+
+    completed: int
+    failed: int
+    input_tokens: int
+    output_tokens: int
+    duration_s: float
+    total_tokens_per_second: float
+    output_tokens_per_second: float
+    latency_ms: dict[str, dict[str, float]]
+    max_concurrency: int | None = None
+    num_prompts: int | None = None
+
+
+def _number(raw: dict[str, Any], key: str, kind: type, required: bool = True) -> Any:
+    value = raw.get(key)
+    if value is None and not required:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ResultError(f"{key}: {'missing' if value is None else f'not a number: {value!r}'}")
+    if kind is int and value != int(value):
+        raise ResultError(f"{key}: not an integer: {value!r}")
+    return kind(value)
+
+
+def parse_serve_result(raw: Any) -> ServeResult:
+    """A ServeResult from ``vllm bench serve``'s saved JSON (or the compact form)."""
+    if not isinstance(raw, dict):
+        raise ResultError(f"(result): not a JSON object but {type(raw).__name__}")
+    latency = {m: {s: _number(raw, f"{s}_{m}_ms", float) for s in STATS if raw.get(f"{s}_{m}_ms") is not None}
+               for m in METRICS}
+    missing = [f"median_{m}_ms" for m in METRICS if "median" not in latency[m]]
+    if missing:
+        raise ResultError(f"{', '.join(missing)}: missing (run with --percentile-metrics ttft,tpot,itl)")
+    return ServeResult(
+        completed=_number(raw, "completed", int), failed=_number(raw, "failed", int, required=False) or 0,
+        input_tokens=_number(raw, "total_input_tokens", int), output_tokens=_number(raw, "total_output_tokens", int),
+        duration_s=_number(raw, "duration", float), total_tokens_per_second=_number(raw, "total_token_throughput", float),
+        output_tokens_per_second=_number(raw, "output_throughput", float), latency_ms=latency,
+        max_concurrency=_number(raw, "max_concurrency", int, required=False),
+        num_prompts=_number(raw, "num_prompts", int, required=False))
+
+
+def compact(raw: dict[str, Any]) -> str:
+    """The keys :func:`parse_serve_result` reads, as one JSON line; checked by parsing it."""
+    keys = [*COUNTS, *RATES, *SETTINGS, *(f"{s}_{m}_ms" for m in METRICS for s in STATS)]
+    out = json.dumps({k: raw[k] for k in keys if raw.get(k) is not None}, separators=(",", ":"), sort_keys=True)
+    parse_serve_result(json.loads(out))
+    if len(out.encode()) > MAX_MESSAGE:
+        raise ResultError(f"(result): {len(out)} bytes is over the termination message's {MAX_MESSAGE}")
+    return out
+
+
+def parse_compact(text: str | None) -> ServeResult:
+    """The ServeResult a sweep Job wrote to its termination message."""
+    if not text:
+        raise ResultError("(termination message): empty: the Job wrote no result")
+    try:
+        raw = json.loads(text)
+    except ValueError as e:
+        raise ResultError(f"(termination message): not JSON: {e}") from None
+    return parse_serve_result(raw)
+
+
+def _pcts(r: ServeResult, metric: str) -> dict[str, float]:
+    stats = r.latency_ms[metric]
+    out = {"mean": stats.get("mean"), "p50": stats.get("p50", stats.get("median")), "p90": stats.get("p90"),
+           "p99": stats.get("p99")}
+    return {k: round(v, 3) for k, v in out.items() if v is not None}
+
+
+def sweep_point(r: ServeResult, concurrency: int, gpus: int | None) -> dict[str, Any]:
+    """A ``status.sweep[]`` entry. ``gpus``: the deployment's GPUs (None: no per-GPU figure)."""
+    tpot = r.latency_ms["tpot"]["median"]
+    point = {"concurrency": concurrency, "completed": r.completed, "failed": r.failed,
+             "inputTokens": r.input_tokens, "outputTokens": r.output_tokens, "durationSeconds": round(r.duration_s, 3),
+             "totalTokensPerSecond": round(r.total_tokens_per_second, 3),
+             "outputTokensPerSecond": round(r.output_tokens_per_second, 3),
+             "ttftMs": _pcts(r, "ttft"), "tpotMs": _pcts(r, "tpot"), "itlMs": _pcts(r, "itl")}
+    if gpus:
+        point["totalTokensPerSecondPerGpu"] = round(r.total_tokens_per_second / gpus, 3)
+    if tpot > 0:
+        point["outputTokensPerSecondPerUser"] = round(1000.0 / tpot, 3)
+    return point
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2 or argv[0] != "compact":
+        print("usage: results.py compact RESULT.json", file=sys.stderr)
+        return 2
+    try:
+        with open(argv[1], encoding="utf-8") as fh:
+            print(compact(json.load(fh)))
+    except (OSError, ValueError) as e:
+        print(f"error: {argv[1]}: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

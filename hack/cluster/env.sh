@@ -11,4 +11,4 @@ cluster_dir="$KWOK_WORKDIR/clusters/$name"
 cluster_kc="$cluster_dir/kubeconfig.yaml"
 ctx="kwok-$name"
 # Test doubles started with the cluster (hack/<name>.py), stopped with it.
-doubles=(fake_compute_domain_driver fake_preflight_result)
+doubles=(fake_compute_domain_driver fake_preflight_result fake_bench_result)

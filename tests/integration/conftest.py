@@ -203,8 +203,10 @@ def operator(kube: Kube):
     from .operator_proc import OperatorProcess
 
     kube.kubectl("apply", "--server-side", "--force-conflicts", "-f",
-                 str(REPO / "crds" / "qdd.dev_qwendisaggdeployments.yaml"))
+                 str(REPO / "crds" / "qdd.dev_qwendisaggdeployments.yaml"), "-f",
+                 str(REPO / "crds" / "qdd.dev_qwendisaggbenchmarks.yaml"))
     wait_established(kube, "qwendisaggdeployments.qdd.dev")
+    wait_established(kube, "qwendisaggbenchmarks.qdd.dev")
     op = OperatorProcess(kube)
     op.start()
     yield op

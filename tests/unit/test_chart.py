@@ -24,9 +24,10 @@ CRD_FILE = "qdd.dev_qwendisaggdeployments.yaml"
 NS = "qdd-system"
 
 
-def qdd_crd() -> str:
-    """What `qdd crd` prints."""
-    p = subprocess.run([sys.executable, "-m", "qdd.cli", "crd"], capture_output=True, text=True, check=True)
+def qdd_crd(kind: str = "deployment") -> str:
+    """What `qdd crd --kind KIND` prints."""
+    p = subprocess.run([sys.executable, "-m", "qdd.cli", "crd", "--kind", kind], capture_output=True, text=True,
+                       check=True)
     return p.stdout
 
 
@@ -80,13 +81,17 @@ NAMESPACED = {
     ("qdd.dev", "qwendisaggdeployments"): {"get", "list", "watch", "patch"},
     ("qdd.dev", "qwendisaggdeployments/status"): {"patch"},
     ("qdd.dev", "qwendisaggdeployments/finalizers"): {"update"},
+    ("qdd.dev", "qwendisaggbenchmarks"): {"get", "list", "watch"},
+    ("qdd.dev", "qwendisaggbenchmarks/status"): {"patch"},
+    ("qdd.dev", "qwendisaggbenchmarks/finalizers"): {"update"},
+    ("", "configmaps"): {"get", "create", "patch"},
     ("", "events"): {"create"},
     ("", "pods"): {"get", "list", "watch", "create", "patch", "delete"},
     ("", "services"): {"list", "create", "patch", "delete"},
     ("", "serviceaccounts"): {"list", "create", "patch", "delete"},
     ("apps", "statefulsets"): {"list", "watch", "create", "patch", "delete"},
     ("apps", "deployments"): {"list", "watch", "create", "patch", "delete"},
-    ("batch", "jobs"): {"list", "create", "patch", "delete"},
+    ("batch", "jobs"): {"list", "watch", "create", "patch", "delete"},
     ("policy", "poddisruptionbudgets"): {"list", "create", "patch", "delete"},
     ("rbac.authorization.k8s.io", "roles"): {"list", "create", "patch", "delete"},
     ("rbac.authorization.k8s.io", "rolebindings"): {"list", "create", "patch", "delete"},
@@ -138,6 +143,7 @@ def test_default_install_objects(default):
         ("Service", "qdd-qdd-operator-metrics"),
         ("Deployment", "qdd-qdd-operator"),
         ("CustomResourceDefinition", "qwendisaggdeployments.qdd.dev"),
+        ("CustomResourceDefinition", "qwendisaggbenchmarks.qdd.dev"),
     ])
     for o in default:
         if o["kind"] not in ("ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"):
@@ -194,7 +200,8 @@ def test_no_dangerous_permissions(default, namespaced):
             assert "*" not in verbs and res != "*" and group != "*", o["metadata"]["name"]
             assert res != "secrets" and not res.startswith("secrets"), "no feature needs secrets"
             assert not verbs & {"escalate", "bind", "impersonate", "update", "deletecollection"} or \
-                (res == "qwendisaggdeployments/finalizers" and verbs == {"update"}), (res, verbs)
+                (res in ("qwendisaggdeployments/finalizers", "qwendisaggbenchmarks/finalizers")
+                     and verbs == {"update"}), (res, verbs)
         # The operator never writes spec: no update/patch beyond kopf's annotations on the CR.
         assert all(v != "update" for (g, r), vs in rules_table(o["rules"]).items()
                    if r == labels.PLURAL for v in vs)
@@ -417,17 +424,24 @@ def test_chart_crd_is_byte_identical_to_qdd_crd():
     assert sorted(p.name for p in (CHART / "crds").iterdir()) == ["kopf.dev_peerings.yaml"]
 
 
-def test_rendered_crd_is_qdd_crd_plus_keep_policy(default):
-    rendered = one(default, "CustomResourceDefinition")
-    want = yaml.safe_load(qdd_crd())
+@pytest.mark.parametrize("kind", ["deployment", "benchmark"])
+def test_rendered_crd_is_qdd_crd_plus_keep_policy(default, kind):
+    want = yaml.safe_load(qdd_crd(kind))
+    rendered = one(default, "CustomResourceDefinition", want["metadata"]["name"])
     assert rendered["metadata"].pop("annotations") == {"helm.sh/resource-policy": "keep",
                                                        "argocd.argoproj.io/sync-options": "Prune=false,Delete=false"}
     assert rendered == want
 
 
+def test_benchmark_crd_files_are_byte_identical_to_qdd_crd():
+    name = "qdd.dev_qwendisaggbenchmarks.yaml"
+    chart = (CHART / "files" / "crds" / name).read_text()
+    assert chart == qdd_crd("benchmark") == (ROOT / "crds" / name).read_text(), "run `make crds`"
+
+
 def test_crd_keep_and_install_switches():
-    crd = one(template("crds.keep=false"), "CustomResourceDefinition")
-    assert "annotations" not in crd["metadata"]
+    for crd in (o for o in template("crds.keep=false") if o["kind"] == "CustomResourceDefinition"):
+        assert "annotations" not in crd["metadata"]
     assert not [o for o in template("crds.install=false") if o["kind"] == "CustomResourceDefinition"]
 
 

@@ -74,6 +74,21 @@ Server-side apply is a PATCH; when the object does not exist yet the API server 
 - apiGroups: ["qdd.dev"]
   resources: ["qwendisaggdeployments/finalizers"]
   verbs: ["update"]
+# QwenDisaggBenchmarks: watched, read fresh on every reconcile, status patched; Jobs and ConfigMaps
+# owned by them (blockOwnerDeletion: finalizers update). Never update: the operator writes no spec.
+- apiGroups: ["qdd.dev"]
+  resources: ["qwendisaggbenchmarks"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: ["qdd.dev"]
+  resources: ["qwendisaggbenchmarks/status"]
+  verbs: ["patch"]
+- apiGroups: ["qdd.dev"]
+  resources: ["qwendisaggbenchmarks/finalizers"]
+  verbs: ["update"]
+# Benchmark scripts and results ConfigMaps (applied, read to skip unchanged writes).
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["get", "create", "patch"]
 # Events on the custom resource (InvalidSpec, Ready, GroupRestart; kopf's warnings).
 - apiGroups: [""]
   resources: ["events"]
@@ -96,10 +111,11 @@ Server-side apply is a PATCH; when the object does not exist yet the API server 
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
   verbs: ["list", "create", "patch", "delete"]
-# KV-transfer preflight Jobs (created, replaced when their manifest changes, pruned).
+# KV-transfer preflight and benchmark Jobs (created, replaced when their manifest changes, pruned;
+# benchmark Jobs watched for completion).
 - apiGroups: ["batch"]
   resources: ["jobs"]
-  verbs: ["list", "create", "patch", "delete"]
+  verbs: ["list", "watch", "create", "patch", "delete"]
 # The router's Role and RoleBinding (pods get/list/watch for service discovery).
 - apiGroups: ["rbac.authorization.k8s.io"]
   resources: ["roles", "rolebindings"]

@@ -1,4 +1,4 @@
-"""``qdd``: plan, render, crd, import-recipe, run (the operator).
+"""``qdd``: plan, render, crd, import-recipe, bench report, run (the operator).
 
 Bad input exits 2 with one ``error:`` line per bad field; never a traceback.
 """
@@ -130,6 +130,53 @@ def cmd_import_recipe(args: argparse.Namespace) -> None:
     _write_imported([imp], args.output_dir)
 
 
+def _configmap_results(ref: str) -> str:
+    """``results.json`` of ConfigMap ``NAMESPACE/NAME`` (or ``NAME`` in default), read with the
+    current kubeconfig."""
+    from kubernetes import client, config
+    from kubernetes.client.exceptions import ApiException
+
+    ns, _, name = ref.rpartition("/")
+    config.load_kube_config()
+    try:
+        cm = client.CoreV1Api().read_namespaced_config_map(name, ns or "default")
+    except ApiException as e:
+        print(f"error: configmap {ns or 'default'}/{name}: {e.reason}", file=sys.stderr)
+        raise SystemExit(EXIT_INVALID) from None
+    text = (cm.data or {}).get("results.json")
+    if text is None:
+        print(f"error: configmap {ns or 'default'}/{name}: no results.json key (a benchmark's <name>-results "
+              "ConfigMap has one)", file=sys.stderr)
+        raise SystemExit(EXIT_INVALID)
+    return str(text)
+
+
+def cmd_bench_report(args: argparse.Namespace) -> None:
+    from .bench.report import ReportError, figure, load, points, table
+
+    sources = [(p, _read(p)) for p in args.filename or []]
+    sources += [(f"configmap {ref}", _configmap_results(ref)) for ref in args.configmap or []]
+    if not sources:
+        print("error: give -f FILE (a saved results.json) or --configmap NS/NAME, or both", file=sys.stderr)
+        raise SystemExit(EXIT_INVALID)
+    try:
+        docs = [load(text, src) for src, text in sources]
+        pts = [p for (src, _), d in zip(sources, docs, strict=True) for p in points(d, src)]
+    except ReportError as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(EXIT_INVALID) from None
+    md = table(docs, pts)
+    if args.table:
+        Path(args.table).write_text(md)
+    else:
+        sys.stdout.write(md)
+    if pts:
+        figure(pts, Path(args.output))
+        print(f"wrote {args.output} ({len(pts)} points, {len({p.topology for p in pts})} topologies)", file=sys.stderr)
+    else:
+        print("no sweep points: no figure, accuracy table only", file=sys.stderr)
+
+
 def cmd_run(args: argparse.Namespace) -> None:
     from .controller.main import run
 
@@ -159,6 +206,14 @@ def parser() -> argparse.ArgumentParser:
     i.add_argument("--name", help="metadata.name (default: from the recipe)")
     i.add_argument("--image", default="qdd/vllm:0.33.0-cu13-arm64", help="engine image")
     i.set_defaults(func=cmd_import_recipe)
+    b = sub.add_parser("bench", help="benchmark results (QwenDisaggBenchmark)")
+    bsub = b.add_subparsers(dest="bench_command", required=True)
+    rep = bsub.add_parser("report", help="Pareto figure (PNG) and markdown table from benchmarks' results")
+    rep.add_argument("-f", "--filename", action="append", help="a saved results.json (repeatable)")
+    rep.add_argument("--configmap", action="append", help="NAMESPACE/NAME of a <benchmark>-results ConfigMap (repeatable)")
+    rep.add_argument("-o", "--output", default="pareto.png", help="PNG to write (default pareto.png)")
+    rep.add_argument("--table", help="write the markdown table here (default: stdout)")
+    rep.set_defaults(func=cmd_bench_report)
     o = sub.add_parser("run", help="run the operator")
     o.add_argument("-n", "--namespace", action="append", help="watch only these namespaces (default: all)")
     o.add_argument("--metrics-port", type=int, default=8080, help="Prometheus metrics port (default 8080)")

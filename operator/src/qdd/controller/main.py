@@ -8,6 +8,8 @@ import os
 import kopf
 from prometheus_client import start_http_server
 
+from .bench_handlers import register_benchmarks
+from .benchmark import BenchmarkReconciler
 from .handlers import register
 from .kube import Kube
 from .peering import DEFAULT_LIFETIME_SECONDS, Leadership, default_priority, identity
@@ -27,6 +29,7 @@ def run(namespaces: list[str] | None, metrics_port: int, liveness_port: int, res
     start_http_server(metrics_port)
     if peering is None:
         register(lambda: Reconciler(Kube(), namespaces), resync_seconds)
+        register_benchmarks(lambda: BenchmarkReconciler(Kube(), namespaces), resync_seconds)
         kopf.run(standalone=True, namespaces=namespaces or (), clusterwide=not namespaces,
                  liveness_endpoint=f"http://0.0.0.0:{liveness_port}/healthz")
         return
@@ -37,5 +40,6 @@ def run(namespaces: list[str] | None, metrics_port: int, liveness_port: int, res
     leader = Leadership(lambda: Kube().peering_status(peering, where), me, prio)
     logging.getLogger("qdd.peering").info("peering %s as %s with priority %d", peering, me, prio)
     register(lambda: Reconciler(Kube(), namespaces), resync_seconds, leader=leader, peering_lifetime=peering_lifetime)
+    register_benchmarks(lambda: BenchmarkReconciler(Kube(), namespaces), resync_seconds, leader=leader)
     kopf.run(standalone=False, peering_name=peering, priority=prio, namespaces=namespaces or (),
              clusterwide=not namespaces, liveness_endpoint=f"http://0.0.0.0:{liveness_port}/healthz")

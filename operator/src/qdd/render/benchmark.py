@@ -13,8 +13,10 @@ The Jobs use the deployment's engine image (or ``spec.image``), its pull secrets
 (the tokenizer: ``vllm bench serve`` builds the random prompts with it) and HF env; no GPU, no
 ServiceAccount token. They run one at a time, in the order returned (the controller creates the next
 when the previous finished): two would share the router and spoil both measurements.
-Labels: ``qdd.dev/benchmark: <b>``, ``qdd.dev/deployment: <d>``, ``qdd.dev/role: benchmark`` (never
+Labels: ``qdd.dev/benchmark: <b>``, ``qdd.dev/benchmark-of: <d>``, ``qdd.dev/role: benchmark`` (never
 prefill/decode: no engine selector may pick these pods), ``qdd.dev/step: sweep-<i> | accuracy``.
+Placement: nodes of the engine image's architecture (``kubernetes.io/arch`` of the GPU kind: a GB200
+node's Grace CPUs run it), tolerating the GPU taint and the deployment's tolerations; no GPU asked.
 """
 
 from __future__ import annotations
@@ -81,8 +83,14 @@ def accuracy_argv(acc: AccuracySpec, base_url: str, served: str, data: str | Non
     return argv + (["--examples", str(acc.examples)] if acc.examples else [])
 
 
+BENCHMARK_OF = f"{labels.GROUP}/benchmark-of"
+"""The deployment a benchmark's objects measure. Not ``qdd.dev/deployment``: the deployment's own
+reconcile lists (and would count) what carries that label."""
+
+
 def _labels(bench: str, plan: Plan, step: str | None = None) -> dict[str, str]:
-    out = labels.object_labels(plan.name, ROLE, {BENCHMARK: bench})
+    out = {"app.kubernetes.io/name": "qdd", "app.kubernetes.io/instance": bench, labels.MANAGED_BY: labels.FIELD_MANAGER,
+           labels.PART_OF: "qdd", BENCHMARK: bench, BENCHMARK_OF: plan.name, labels.ROLE: ROLE}
     return out | ({STEP: step} if step else {})
 
 
@@ -131,15 +139,19 @@ def benchmark_job(bench: str, spec: BenchmarkSpec, plan: Plan, step: str) -> dic
                  # The compact result is written here; the operator reads it from the pod's status.
                  "terminationMessagePath": TERMINATION_LOG, "terminationMessagePolicy": "File",
                  "resources": {"requests": {"cpu": "4", "memory": "8Gi"}}}
-    pod_spec: dict[str, Any] = {"restartPolicy": "Never", "automountServiceAccountToken": False,
-                                "enableServiceLinks": False, "containers": [container], "volumes": vols}
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never", "automountServiceAccountToken": False, "enableServiceLinks": False,
+        "nodeSelector": {"kubernetes.io/arch": plan.gpu.node_arch},
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+                        *(t.to_k8s() for t in plan.spec.cluster.tolerations)],
+        "containers": [container], "volumes": vols}
     if plan.spec.engine.image_pull_secrets:
         pod_spec["imagePullSecrets"] = [{"name": s} for s in plan.spec.engine.image_pull_secrets]
     lb = _labels(bench, plan, step)
     return {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": f"{bench}-{step}", "namespace": plan.namespace, "labels": lb},
             "spec": {"backoffLimit": 0, "activeDeadlineSeconds": spec.active_deadline_seconds,
-                     "template": {"metadata": {"labels": lb}, "spec": pod_spec}}}
+                     "template": {"metadata": {"labels": dict(lb)}, "spec": pod_spec}}}
 
 
 def scripts_configmap(bench: str, plan: Plan) -> dict[str, Any]:

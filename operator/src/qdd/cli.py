@@ -90,18 +90,19 @@ def cmd_crd(args: argparse.Namespace) -> None:
 
 
 def _write_imported(done: list[Any], out_dir: str | None) -> None:
-    """Notes to stderr; the objects to stdout (one YAML stream) or one file per recipe in ``out_dir``."""
+    """The objects to stdout (one YAML stream) or one file per recipe in ``out_dir``, then the notes
+    to stderr (the objects first: a reader that stops early still gets them)."""
+    if out_dir is None:
+        sys.stdout.write(yaml.safe_dump_all([o for imp in done for o in imp.objects()], sort_keys=False))
+    else:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        for imp in done:
+            target = Path(out_dir) / f"{imp.deployment['metadata']['name']}.yaml"
+            target.write_text(yaml.safe_dump_all(imp.objects(), sort_keys=False))
+            print(f"wrote {target}", file=sys.stderr)
     for imp in done:
         for note in imp.notes:
             print(f"note: {imp.source}: {note}", file=sys.stderr)
-    if out_dir is None:
-        sys.stdout.write(yaml.safe_dump_all([o for imp in done for o in imp.objects()], sort_keys=False))
-        return
-    Path(out_dir).mkdir(parents=True, exist_ok=True)
-    for imp in done:
-        target = Path(out_dir) / f"{imp.deployment['metadata']['name']}.yaml"
-        target.write_text(yaml.safe_dump_all(imp.objects(), sort_keys=False))
-        print(f"wrote {target}", file=sys.stderr)
 
 
 def cmd_import_recipe(args: argparse.Namespace) -> None:

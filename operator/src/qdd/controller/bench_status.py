@@ -46,7 +46,9 @@ def _complete_failed(f: BenchFacts) -> tuple[dict[str, Any], dict[str, Any], str
         return (_cond(COMPLETE, False, "JobFailed", p.failed, g), _cond(FAILED, True, "JobFailed", p.failed, g),
                 "Failed")
     if p is not None and p.complete:
-        done = f"{len(p.sweep)} sweep point(s)" + (f", GSM8K mean {p.accuracy['mean']:.3f}" if p.accuracy else "")
+        parts = ([f"{len(p.sweep)} sweep point(s)"] if p.sweep else []) + (
+            [f"GSM8K mean {p.accuracy['mean']:.3f}"] if p.accuracy else [])
+        done = ", ".join(parts) or "nothing to run"
         return _cond(COMPLETE, True, "Completed", done, g), _cond(FAILED, False, "Completed", done, g), "Complete"
     if f.waiting:
         return (_cond(COMPLETE, False, "WaitingForDeployment", f.waiting, g),

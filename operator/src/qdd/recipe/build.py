@@ -111,9 +111,10 @@ def _topology(b: _Build, role: str, res: dict[str, Any], topo: dict[str, Any], g
 def _workload(b: _Build, recipe: dict[str, Any]) -> dict[str, Any]:
     bench = _mapping(b, recipe.get("benchmark"), "benchmark")
     if bench.get("type") == "gsm8k":
-        b.said.append("spec.workload: a gsm8k recipe gives no workload; sized for the sa-bench recipes of the "
-                      f"published Qwen3.5 GB200 8k1k set ({ACCURACY_WORKLOAD}), so the engines run the flags of "
-                      "the sweep they are checked for")
+        w = ACCURACY_WORKLOAD
+        b.said.append(f"spec.workload: a gsm8k recipe gives none; ISL/OSL {w['isl']}/{w['osl']}, range ratio "
+                      f"{w['randomRangeRatio']}, concurrency {w['concurrency']}: the workload of the published Qwen3.5 "
+                      "GB200 8k1k sa-bench recipes, so the engines run the flags of the sweep they are checked for")
         return dict(ACCURACY_WORKLOAD)
     if bench.get("type") != "sa-bench":
         b.error("benchmark.type", f"{bench.get('type')!r}: qdd imports sa-bench (a sweep) and gsm8k (an accuracy "

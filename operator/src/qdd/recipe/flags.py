@@ -55,7 +55,7 @@ def _kv_transfer(b: _Build, value: Any, key: str) -> dict[str, Found]:
         if k in KV_DROPPED and v not in KV_DROPPED[k]:
             b.error(f"{key}.{k}", f"{v!r}: qdd sets it, to {' or '.join(KV_DROPPED[k])}")
     if cfg.get("kv_role") == "kv_both":
-        note = ("kv_role kv_both (deprecated for NIXL in vLLM 0.33, docs/vllm-flags.md#kv-transfer) becomes "
+        note = ("kv_role kv_both (deprecated for NIXL in vLLM 0.33: docs/facts/vllm-flags.md, KV transfer) becomes "
                 "kv_producer on prefill and kv_consumer on decode")
         if note not in b.said:
             b.said.append(note)

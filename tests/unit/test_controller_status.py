@@ -664,7 +664,7 @@ class FakeKube:
 
 
 def _reconcile(kube: FakeKube) -> list[tuple[str, str, str]]:
-    Reconciler(kube).once("default", NAME)  # type: ignore[arg-type]
+    Reconciler(kube, gang=True).once("default", NAME)  # type: ignore[arg-type]
     return kube.take()
 
 
@@ -767,7 +767,7 @@ def test_a_crash_in_plan_or_render_is_plan_valid_false_not_an_operator_error(mon
     PlanValid=False, the message naming the exception, a Warning event, and nothing applied."""
     import qdd.controller.reconcile as rec
 
-    def boom(plan):
+    def boom(plan, gang):
         raise ZeroDivisionError("division by zero")
 
     monkeypatch.setattr(rec, "render_all", boom)

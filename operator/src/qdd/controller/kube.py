@@ -53,6 +53,12 @@ class Kube:
             raise RuntimeError(f"the API server does not serve {api_version} {kind}")
         return res
 
+    def serves_workload_api(self) -> bool:
+        """The API server serves scheduling.k8s.io/v1alpha2 Workload and PodGroup (Kubernetes
+        v1.36 with the GenericWorkload gate and that API version on). Discovery cannot see the
+        scheduler's gates (GangScheduling, TopologyAwareWorkloadScheduling): docs/placement.md."""
+        return all(self._resource("scheduling.k8s.io/v1alpha2", k) is not None for k in ("Workload", "PodGroup"))
+
     def get_cr(self, namespace: str, name: str) -> dict[str, Any] | None:
         res = self._required(f"{labels.GROUP}/{labels.VERSION}", labels.KIND)
         try:

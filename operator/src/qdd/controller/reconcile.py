@@ -44,13 +44,13 @@ def _cond(status: dict[str, Any] | None, ctype: str) -> dict[str, Any]:
     return {}
 
 
-def _desired(cr: dict[str, Any]) -> tuple[Plan | None, list[dict[str, Any]], list[str]]:
+def _desired(cr: dict[str, Any], gang: bool) -> tuple[Plan | None, list[dict[str, Any]], list[str]]:
     """(plan, the children it wants — exactly what `qdd render` prints, plus ownership — and the
-    plan errors). Any failure, a bug included, is errors and no children, never an exception: one
+    plan errors). ``gang``: the cluster serves the Workload API (render's gang placement). Any failure, a bug included, is errors and no children, never an exception: one
     resource must not stop the reconciles of the others."""
     try:
         plan = build_plan(parse_resource(cr))
-        return plan, [with_owner(o, cr) for o in render_all(plan)], []
+        return plan, [with_owner(o, cr) for o in render_all(plan, gang)], []
     except SpecError as e:
         return None, [], [str(x) for x in e.errors]
     except Exception as e:  # noqa: BLE001
@@ -60,9 +60,14 @@ def _desired(cr: dict[str, Any]) -> tuple[Plan | None, list[dict[str, Any]], lis
 
 
 class Reconciler:
-    def __init__(self, kube: Kube, namespaces: list[str] | None = None):
+    def __init__(self, kube: Kube, namespaces: list[str] | None = None, gang: bool | None = None):
+        """``gang``: place through the Workload API (PodGroups); None asks the cluster's discovery
+        once, here (:meth:`Kube.serves_workload_api`)."""
         self.kube = kube
         self.namespaces = namespaces or []
+        self.gang = kube.serves_workload_api() if gang is None else gang
+        log.info("placement: %s", "gang scheduling through the Workload API (scheduling.k8s.io/v1alpha2 PodGroup)"
+                 if self.gang else "no Workload API: pod affinity on the NVLink clique (partial placement possible)")
         self._guard = threading.Lock()
         self._running: set[tuple[str, str]] = set()
         self._pending: set[tuple[str, str]] = set()
@@ -120,7 +125,7 @@ class Reconciler:
             return "gone"  # owner references let the garbage collector remove the children
         self.managed.add((namespace, name))
         metrics.MANAGED.set(len(self.managed))
-        plan, desired, errors = _desired(cr)
+        plan, desired, errors = _desired(cr, self.gang)
         observed = kube.list_children(namespace, name)
         states = group_states(desired, observed) if plan else []
         peer_restart = None
@@ -175,8 +180,12 @@ class Reconciler:
             wrote = True
         creatable = pods_to_create(states)
         d = diff(desired, observed, cr["metadata"]["uid"])
+        # A PodGroup is admitted only while its Workload exists and is not being deleted.
+        workload_replaced = any(kind == "Workload" for _, kind, _ in d.replace)
         for obj in d.apply:
             if obj["kind"] == "Pod" and obj["metadata"]["name"] not in creatable:
+                continue
+            if obj["kind"] == "PodGroup" and workload_replaced:
                 continue
             if not kube.apply(obj):
                 return None

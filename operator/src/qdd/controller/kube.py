@@ -140,6 +140,21 @@ class Kube:
             return
         API_WRITES.labels("patch-status", labels.KIND).inc()
 
+    def gpu_nodes_and_pods(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
+        """(every node carrying nvidia.com/gpu.clique, every pod bound to a node and not finished,
+        cluster-wide); None when RBAC does not allow it (namespace-scoped install)."""
+        core = client.CoreV1Api(self.api)
+        try:
+            nodes = core.list_node(label_selector="nvidia.com/gpu.clique", _request_timeout=TIMEOUT)
+            pods = core.list_pod_for_all_namespaces(
+                field_selector="spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed", _request_timeout=TIMEOUT)
+        except ApiException as e:
+            if e.status == 403:
+                return None
+            raise
+        s = self.api.sanitize_for_serialization
+        return [s(n) for n in nodes.items], [s(p) for p in pods.items]
+
     def compute_domain_ready(self, namespace: str, cr: str) -> bool:
         res = self._resource("resource.nvidia.com/v1beta1", "ComputeDomain")
         if res is None:

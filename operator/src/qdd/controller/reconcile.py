@@ -28,6 +28,7 @@ from .children import diff, key, with_owner
 from .groups import group_states, groups_to_delete, pods_to_create
 from .kube import Kube
 from .peers import prefill_pod_uids, replaced, stale_decode_groups
+from .placement import INSUFFICIENT, free_by_domain, placed, unschedulable
 from .status import Observed, compute_status, status_patch
 
 log = logging.getLogger("qdd.reconcile")
@@ -208,7 +209,7 @@ class Reconciler:
             kv = kv_transfer_verdict(preflight, observed, Thresholds(min_bulk_gbps=pf.min_bulk_gbps,
                                                                      max_request_ms=pf.max_request_ms))
         status = compute_status(cr, plan, errors, Observed({key(o): o for o in observed}, states), _now(), cd_ready,
-                                kv, peer_restart)
+                                kv, peer_restart, self._placed(plan, desired, observed) if plan is not None else None)
         old = cr.get("status") or {}
         patch = status_patch(old, status)
         if patch is not None:
@@ -219,6 +220,20 @@ class Reconciler:
             metrics.DESIRED_ENDPOINTS.labels(namespace, name, role).set(status[role]["endpoints"])
         return status
 
+    def _placed(self, plan: Plan, desired: list[dict[str, Any]], observed: list[dict[str, Any]]) -> tuple[
+            bool | None, str, str]:
+        """The Placed condition; lists nodes and pods cluster-wide only when a gang is stuck."""
+        groups = [o for o in observed if o["kind"] == "PodGroup"]
+        stuck_pods = sum(1 for o in observed if o["kind"] == "Pod" and any(
+            c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"
+            for c in (o.get("status") or {}).get("conditions") or []))
+        domains = None
+        if self.gang and unschedulable(groups):
+            capacity = self.kube.gpu_nodes_and_pods()
+            domains = free_by_domain(*capacity) if capacity is not None else None
+        return placed(plan, self.gang, [o["metadata"]["name"] for o in desired if o["kind"] == "PodGroup"], groups,
+                      stuck_pods, domains)
+
     def _events(self, cr: dict[str, Any], old: dict[str, Any], new: dict[str, Any]) -> None:
         was, now = _cond(old, "PlanValid"), _cond(new, "PlanValid")
         if now.get("status") == "False" and (was.get("status") != "False" or was.get("message") != now.get("message")):
@@ -226,6 +241,11 @@ class Reconciler:
         r_was, r_now = _cond(old, "Ready"), _cond(new, "Ready")
         if r_now.get("status") == "True" and r_was.get("status") != "True":
             self.kube.event(cr, "Normal", "Ready", r_now.get("message", ""))
+        p_was, p_now = _cond(old, "Placed"), _cond(new, "Placed")
+        if p_now.get("reason") == INSUFFICIENT and p_was.get("reason") != INSUFFICIENT:
+            self.kube.event(cr, "Warning", INSUFFICIENT, p_now.get("message", ""))
+        elif p_was.get("reason") == INSUFFICIENT and p_now.get("status") == "True":
+            self.kube.event(cr, "Normal", "Placed", p_now.get("message", ""))
         cd_was, cd_now = _cond(old, "ComputeDomainReady"), _cond(new, "ComputeDomainReady")
         if cd_now.get("status") == "True" and cd_was.get("status") == "False":
             self.kube.event(cr, "Normal", "ComputeDomainReady", cd_now.get("message", ""))

@@ -12,6 +12,7 @@ to named trays (``spec.nodeName``, no scheduler), labelled ``qdd.dev/test-filler
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import time
@@ -182,7 +183,8 @@ def test_two_deployments_fill_one_rack_exactly_a_third_with_dep16_goes_to_the_ne
                 got = all_bound(k, ns, name, pods, timeout=90)
                 assert {cliques[p["spec"]["nodeName"]] for p in got} == {want_rack}, name
             per_node: dict[str, int] = {}
-            for p in k.get("pods", selector="qdd.dev/role in (prefill,decode)")["items"]:
+            for p in json.loads(k.kubectl("get", "pods", "-A", "-l", "qdd.dev/role in (prefill,decode)", "-o",
+                                          "json").stdout)["items"]:
                 if p["metadata"]["namespace"] in spaces and p["spec"].get("nodeName"):
                     gpus = int(p["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"])
                     per_node[p["spec"]["nodeName"]] = per_node.get(p["spec"]["nodeName"], 0) + gpus

@@ -18,7 +18,8 @@
 #                     PodGroup) served and the scheduler's gang and topology-aware plugins on (the
 #                     alpha gates of v1.36, docs/placement.md); 0: a cluster without it (the
 #                     fallback path). Fixed when the cluster is created: a cluster of the other
-#                     kind under the same name is deleted and created again.
+#                     kind under the same name (or one made with another
+#                     hack/cluster/scheduler-config.yaml) is deleted and created again.
 # Idempotent: when the cluster is already up it only (re)applies the objects, prunes simulated
 # nodes of racks no longer asked for, and makes sure the driver runs. Nothing is downloaded.
 set -euo pipefail
@@ -89,7 +90,9 @@ if [ "$workload_api" = 1 ]; then
   workload_flags=(--kube-feature-gates "GenericWorkload=true,GangScheduling=true,TopologyAwareWorkloadScheduling=true"
                   --kube-runtime-config "scheduling.k8s.io/v1alpha2=true")
 fi
-mode_file="$state/workload-api"
+# What a cluster was created with (gates, scheduler configuration): another ask recreates it.
+mode_file="$state/created-with"
+mode="workload-api=$workload_api scheduler-config=$(sha256sum < "$root/hack/cluster/scheduler-config.yaml" | cut -c1-12)"
 
 create_cluster() {
   log "creating cluster (kwokctl --runtime binary, local binaries, Workload API: $workload_api)"
@@ -102,11 +105,11 @@ create_cluster() {
     --kube-scheduler-config "$root/hack/cluster/scheduler-config.yaml" \
     --kubeconfig "" --quiet-pull --disable-qps-limits \
     --wait 120s --timeout 5m 9>&-
-  mkdir -p "$state"; echo "$workload_api" > "$mode_file"
+  mkdir -p "$state"; echo "$mode" > "$mode_file"
 }
 
-if [ -d "$cluster_dir" ] && [ "$(cat "$mode_file" 2>/dev/null || echo 0)" != "$workload_api" ]; then
-  log "cluster exists with QDD_WORKLOAD_API=$(cat "$mode_file" 2>/dev/null || echo 0), $workload_api asked: recreating it"
+if [ -d "$cluster_dir" ] && [ "$(cat "$mode_file" 2>/dev/null)" != "$mode" ]; then
+  log "cluster exists, created with '$(cat "$mode_file" 2>/dev/null)', '$mode' asked: recreating it"
   QDD_CLUSTER="$name" QDD_CLUSTER_LOCK_HELD="$name" bash "$root/hack/cluster-down.sh" 9>&- || true
 fi
 

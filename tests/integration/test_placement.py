@@ -78,6 +78,14 @@ def fillers(k: Kube, ns: str, trays: dict[str, tuple[int, str]]) -> None:
     k.apply(items)
 
 
+def install_crd(k: Kube) -> None:
+    k.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds" / "qdd.dev_qwendisaggdeployments.yaml"))
+    # `kubectl wait` errs when the status has no conditions yet (a CRD applied a moment ago)
+    k.wait_for(lambda: any(c["type"] == "Established" and c["status"] == "True" for c in (
+        k.get("crd", "qwendisaggdeployments.qdd.dev").get("status") or {}).get("conditions") or []),
+        timeout=60, desc="CRD Established")
+
+
 def new_ns(k: Kube) -> str:
     ns = f"p-{uuid.uuid4().hex[:8]}"
     k.kubectl("create", "namespace", ns)
@@ -264,8 +272,7 @@ def test_without_the_workload_api_the_operator_falls_back_to_affinity_and_says_s
 
     k = noapi
     assert "scheduling.k8s.io/v1alpha2" not in k.kubectl("api-versions").stdout.split()
-    k.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds" / "qdd.dev_qwendisaggdeployments.yaml"))
-    k.kubectl("wait", "--for=condition=Established", "crd/qwendisaggdeployments.qdd.dev", "--timeout=60s")
+    install_crd(k)
     op = OperatorProcess(k)
     op.start()
     ns = new_ns(k)
@@ -285,3 +292,74 @@ def test_without_the_workload_api_the_operator_falls_back_to_affinity_and_says_s
         drop_ns(k, ns)
         op.stop()
 
+
+
+@pytest.fixture(scope="module")
+def racks2_operator(racks2):
+    from .operator_proc import OperatorProcess
+
+    k = racks2
+    install_crd(k)
+    op = OperatorProcess(k)
+    op.start()
+    yield op
+    op.stop()
+
+
+def _ready(k: Kube, ns: str, name: str, timeout: float = 120) -> dict[str, Any]:
+    return k.wait_for(lambda: (lambda o: o if _cond(o, "Ready").get("status") == "True" else None)(
+        k.get("qwendisaggdeployment", name, ns)), timeout=timeout, desc=f"{ns}/{name} Ready")
+
+
+def test_node_loss_recreates_the_group_in_the_same_domain_or_says_why(racks2, racks2_operator):
+    """Injected: the kwok node of the decode worker is deleted (a tray lost). The pod goes with
+    it (the pod garbage collector), the operator recreates the whole decode group, and the gang
+    (the deployment's PodGroup, whose other pods are still bound) puts it back in the same clique.
+    Then the rest of that clique is filled and the new worker's node deleted too: the group cannot
+    come back in its domain; nothing of it binds elsewhere, and Placed says why with numbers.
+    Restores the nodes after (hack/cluster-up.sh is idempotent)."""
+    k = racks2
+    ns = new_ns(k)
+    fill = new_ns(k)
+    try:
+        k.apply(cr("lossy", ns), namespace=ns)
+        _ready(k, ns, "lossy")
+        cliques = clique_of(k)
+        pods = bound(engine_pods(k, ns, "lossy"))
+        [domain] = {cliques[p["spec"]["nodeName"]] for p in pods}
+        worker = next(p for p in pods if p["metadata"]["name"] == "lossy-decode-0-worker-1")
+        k.kubectl("delete", "node", worker["spec"]["nodeName"], "--wait=false")
+
+        def back():
+            ps = [p for p in bound(engine_pods(k, ns, "lossy")) if not p["metadata"].get("deletionTimestamp")]
+            w = [p for p in ps if p["metadata"]["name"] == "lossy-decode-0-worker-1"]
+            return w[0] if len(ps) == 6 and w and w[0]["metadata"]["uid"] != worker["metadata"]["uid"] else None
+        new_worker = k.wait_for(back, timeout=180, interval=1, desc="decode group recreated")
+        assert cliques[new_worker["spec"]["nodeName"]] == domain
+        assert {cliques[p["spec"]["nodeName"]] for p in bound(engine_pods(k, ns, "lossy"))} == {domain}
+        _ready(k, ns, "lossy")
+        events = k.get("events", namespace=ns)["items"]
+        assert any(e["reason"] == "GroupRestart" and "decode endpoint 0" in e["message"] for e in events)
+
+        # Fill every free tray of the domain, then lose the new worker's tray as well.
+        used = {p["spec"]["nodeName"] for p in bound(engine_pods(k, ns, "lossy"))}
+        rack = 1 if domain == R1 else 2
+        free = [objects.node_name(rack, i) for i in range(1, 19)
+                if objects.node_name(rack, i) not in used and objects.node_name(rack, i) in cliques]
+        fillers(k, fill, {n: (4, "1") for n in free})
+        k.kubectl("delete", "node", new_worker["spec"]["nodeName"], "--wait=false")
+        got = k.wait_for(lambda: (lambda o: o if _cond(o, "Placed").get("reason") ==
+                                  "InsufficientNVLinkDomainCapacity" else None)(
+            k.get("qwendisaggdeployment", "lossy", ns)), timeout=180, interval=1, desc="Placed says why")
+        msg = _cond(got, "Placed")["message"]
+        # the recreated group's old leader left one tray free: 4 GPUs, one whole tray, too few for DEP8
+        assert f"2 pods (8 GPUs) of the whole deployment (4 x DEP2 prefill + 1 x DEP8 decode) cannot be placed in " \
+               f"NVLink domain {domain}, where the rest of the gang is bound" in msg, msg
+        assert f"{domain}: 4 of 16 nodes (largest on one node 4)" in msg, msg
+        decode = [p for p in engine_pods(k, ns, "lossy") if p["metadata"]["labels"]["qdd.dev/role"] == "decode"
+                  and not p["metadata"].get("deletionTimestamp")]
+        assert decode and bound(decode) == []  # never half a group, never in the other rack
+    finally:
+        drop_ns(k, ns)
+        drop_ns(k, fill)
+        _run_script("cluster-up.sh", k.env, f"cluster-up-{k.cluster}.log", 600)  # the lost nodes come back

@@ -109,26 +109,71 @@ def _domains_text(domains: list[Domain] | None) -> str:
     return f"free GPUs per NVLink domain ({CLIQUE}): {listed}{more}"
 
 
+@dataclass(frozen=True)
+class Stuck:
+    """Pods of one PodGroup the scheduler marked Unschedulable: how many, their GPUs, and the
+    clique of the group's pods already bound (None when none is: the whole gang waits)."""
+
+    pods: int
+    gpus: int
+    bound_in: str | None = None
+
+
+def _short_of_gpus(c: dict[str, Any]) -> bool:
+    """PodScheduled False for want of GPUs (the scheduler's NodeResourcesFit words, or its gang's),
+    not for a claim template the DRA driver has not made yet or a gang still assembling."""
+    msg = c.get("message") or ""
+    return (c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable"
+            and (f"Insufficient {GPU}" in msg or "pod group is unschedulable" in msg))
+
+
+def stuck_pods(pods: list[dict[str, Any]], clique_of_node: dict[str, str]) -> dict[str, Stuck]:
+    """Per PodGroup (``spec.schedulingGroup.podGroupName``), its pods that are not bound and that
+    the scheduler marked Unschedulable. A PodGroup's own PodGroupScheduled stays True once its first
+    gang was placed (the scheduler never sets it back, schedule_one_podgroup.go
+    updatePodGroupCondition), so a recreated group that cannot come back shows only in its pods."""
+    out: dict[str, Stuck] = {}
+    bound_in: dict[str, str] = {}
+    for p in pods:
+        group = ((p.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
+        if not group or p["metadata"].get("deletionTimestamp"):
+            continue
+        node = p["spec"].get("nodeName")
+        if node:
+            bound_in.setdefault(group, clique_of_node.get(node, ""))
+        elif any(_short_of_gpus(c) for c in (p.get("status") or {}).get("conditions") or []):
+            s = out.get(group, Stuck(0, 0))
+            out[group] = Stuck(s.pods + 1, s.gpus + _pod_gpus(p))
+    return {g: Stuck(s.pods, s.gpus, bound_in.get(g) or None) for g, s in out.items()}
+
+
+def _stuck_text(plan: Plan, group: str, stuck: Stuck | None) -> str:
+    what, gpus, pods = _asked(plan, group)
+    if stuck is not None and stuck.bound_in:
+        return (f"{stuck.pods} pods ({stuck.gpus} GPUs) of {what} cannot be placed in NVLink domain {stuck.bound_in}, "
+                "where the rest of the gang is bound")
+    return f"{what}: {gpus} GPUs in {pods} pods asked in one NVLink domain; no domain can hold it"
+
+
 def placed(plan: Plan, gang: bool, desired_groups: list[str], pod_groups: list[dict[str, Any]],
-           pods_unschedulable: int, domains: list[Domain] | None) -> tuple[bool | None, str, str]:
+           stuck: dict[str, Stuck], domains: list[Domain] | None) -> tuple[bool | None, str, str]:
     """(status, reason, message) of ``Placed``. ``desired_groups``: names of the PodGroups qdd
-    renders; ``pod_groups``: the observed ones; ``pods_unschedulable``: engine pods the scheduler
-    marked Unschedulable; ``domains``: :func:`free_by_domain` (None when not listed)."""
+    renders; ``pod_groups``: the observed ones; ``stuck``: :func:`stuck_pods` of the engine pods
+    (without the Workload API: keyed by ``""``); ``domains``: :func:`free_by_domain` (None when
+    not listed)."""
     if not gang:
-        return (pods_unschedulable == 0, NO_GANG,
+        return (not stuck, NO_GANG,
                 "no gang scheduling: partial placement possible (the cluster does not serve the Workload API, "
                 "scheduling.k8s.io/v1alpha2 PodGroup); the pods are kept in one NVLink domain by pod affinity, "
                 "one pod at a time")
     if not desired_groups:
         return True, "NotRequired", "no multi-pod group: every endpoint is one pod"
-    stuck = [pg for pg in unschedulable(pod_groups) if pg["metadata"]["name"] in desired_groups]
-    if stuck:
-        parts = []
-        for pg in stuck:
-            what, gpus, pods = _asked(plan, pg["metadata"]["name"])
-            parts.append(f"{what}: {gpus} GPUs in {pods} pods asked in one NVLink domain")
-        return (False, INSUFFICIENT, "; ".join(parts) + "; no domain can hold it, so no pod of it is bound (the "
-                "scheduler retries when capacity frees); " + _domains_text(domains))
+    names_stuck = sorted({pg["metadata"]["name"] for pg in unschedulable(pod_groups)} | set(stuck))
+    names_stuck = [g for g in names_stuck if g in desired_groups]
+    if names_stuck:
+        parts = [_stuck_text(plan, g, stuck.get(g)) for g in names_stuck]
+        return (False, INSUFFICIENT, "; ".join(parts) + "; no pod of it is bound (the scheduler retries when "
+                "capacity frees); " + _domains_text(domains))
     by_name = {pg["metadata"]["name"]: pg for pg in pod_groups}
     done = [g for g in desired_groups if _scheduled(by_name.get(g, {})).get("status") == "True"]
     if len(done) == len(desired_groups):

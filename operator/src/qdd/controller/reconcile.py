@@ -28,7 +28,7 @@ from .children import diff, key, with_owner
 from .groups import group_states, groups_to_delete, pods_to_create
 from .kube import Kube
 from .peers import prefill_pod_uids, replaced, stale_decode_groups
-from .placement import INSUFFICIENT, free_by_domain, placed, unschedulable
+from .placement import INSUFFICIENT, Stuck, free_by_domain, placed, stuck_pods, unschedulable
 from .status import Observed, compute_status, status_patch
 
 log = logging.getLogger("qdd.reconcile")
@@ -58,6 +58,12 @@ def _desired(cr: dict[str, Any], gang: bool) -> tuple[Plan | None, list[dict[str
         log.exception("%s/%s: planning failed", cr["metadata"].get("namespace"), cr["metadata"].get("name"))
         return None, [], [f"spec: qdd could not plan this resource ({type(e).__name__}: {str(e)[:300]}); nothing was "
                           "applied; this is a qdd bug: report it with the resource"]
+
+
+def _any_unschedulable(pods: list[dict[str, Any]]) -> bool:
+    return any(not p["spec"].get("nodeName") and any(
+        c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"
+        for c in (p.get("status") or {}).get("conditions") or []) for p in pods)
 
 
 class Reconciler:
@@ -222,17 +228,22 @@ class Reconciler:
 
     def _placed(self, plan: Plan, desired: list[dict[str, Any]], observed: list[dict[str, Any]]) -> tuple[
             bool | None, str, str]:
-        """The Placed condition; lists nodes and pods cluster-wide only when a gang is stuck."""
+        """The Placed condition; lists nodes and pods cluster-wide only when something is stuck."""
         groups = [o for o in observed if o["kind"] == "PodGroup"]
-        stuck_pods = sum(1 for o in observed if o["kind"] == "Pod" and any(
-            c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"
-            for c in (o.get("status") or {}).get("conditions") or []))
+        pods = [o for o in observed if o["kind"] == "Pod"]
+        stuck = stuck_pods(pods, {})
+        if not self.gang:
+            return placed(plan, False, [], groups, {"": Stuck(1, 0)} if _any_unschedulable(pods) else {}, None)
         domains = None
-        if self.gang and unschedulable(groups):
+        if stuck or unschedulable(groups):
             capacity = self.kube.gpu_nodes_and_pods()
-            domains = free_by_domain(*capacity) if capacity is not None else None
-        return placed(plan, self.gang, [o["metadata"]["name"] for o in desired if o["kind"] == "PodGroup"], groups,
-                      stuck_pods, domains)
+            if capacity is not None:
+                nodes, _ = capacity
+                stuck = stuck_pods(pods, {n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get(
+                    "nvidia.com/gpu.clique", "") for n in nodes})
+                domains = free_by_domain(*capacity)
+        return placed(plan, True, [o["metadata"]["name"] for o in desired if o["kind"] == "PodGroup"], groups,
+                      stuck, domains)
 
     def _events(self, cr: dict[str, Any], old: dict[str, Any], new: dict[str, Any]) -> None:
         was, now = _cond(old, "PlanValid"), _cond(new, "PlanValid")

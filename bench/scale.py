@@ -236,12 +236,16 @@ def main() -> int:
               f"p50 {quantile(m1, 'qdd_reconcile_duration_seconds', 0.5) * 1000:.0f} ms, "
               f"p99 {quantile(m1, 'qdd_reconcile_duration_seconds', 0.99) * 1000:.0f} ms", flush=True)
         cpu0, _ = proc(op.pid)
-        w0 = metric_sum(metrics(a.metrics_port), "qdd_api_writes_total")
+        i0 = metrics(a.metrics_port)
         time.sleep(a.idle_seconds)
         cpu1, hwm = proc(op.pid)
-        w1 = metric_sum(metrics(a.metrics_port), "qdd_api_writes_total")
+        i1 = metrics(a.metrics_port)
+        w = metric_sum(i1, "qdd_api_writes_total") - metric_sum(i0, "qdd_api_writes_total")
+        passes = metric_sum(i1, "qdd_reconcile_duration_seconds_count") - metric_sum(i0, "qdd_reconcile_duration_seconds_count")
+        busy = metric_sum(i1, "qdd_reconcile_duration_seconds_sum") - metric_sum(i0, "qdd_reconcile_duration_seconds_sum")
         print(f"  steady state ({a.idle_seconds:.0f} s after convergence): CPU {100 * (cpu1 - cpu0) / a.idle_seconds:.2f}% "
-              f"of one core, API writes {w1 - w0:.0f}; peak RSS {hwm:.0f} MiB")
+              f"of one core ({cpu1 - cpu0:.1f} s), API writes {w:.0f}, reconciles {passes:.0f} "
+              f"({1000 * busy / max(passes, 1):.0f} ms mean); peak RSS {hwm:.0f} MiB")
         return 0 if done else 1
     finally:
         op.terminate()

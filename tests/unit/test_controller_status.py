@@ -592,6 +592,9 @@ class FakeKube:
         return [stored(o) for o in self.objs.values()
                 if o["kind"] in kinds and o["metadata"]["labels"].get(labels.DEPLOYMENT) == cr]
 
+    def apply_all(self, objs: list[dict]) -> list[bool]:
+        return [self.apply(o) for o in objs]
+
     def apply(self, obj: dict) -> bool:
         k = (obj["kind"], obj["metadata"]["name"])
         have = self.objs.get(k)

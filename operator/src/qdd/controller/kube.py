@@ -45,7 +45,7 @@ class Kube:
             self._resource(api_version, kind)
         # The children's kinds are listed side by side: a pass waits for the slowest list, not the sum
         # of 11 (a converged pass: 150 ms one after the other on a quiet 2-core machine).
-        self._lists = ThreadPoolExecutor(max_workers=len(MANAGED_KINDS), thread_name_prefix="qdd-list")
+        self._lists = ThreadPoolExecutor(max_workers=16, thread_name_prefix="qdd-api")
 
     def _resource(self, api_version: str, kind: str) -> Any | None:
         k = (api_version, kind)
@@ -131,6 +131,12 @@ class Kube:
             raise
         API_WRITES.labels("apply", obj["kind"]).inc()
         return True
+
+    def apply_all(self, objs: list[dict[str, Any]]) -> list[bool]:
+        """:meth:`apply` of each, side by side (they do not depend on each other); raises the first
+        error after all have been tried."""
+        futures = [self._lists.submit(self.apply, o) for o in objs]
+        return [f.result() for f in futures]
 
     def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
         res = self._required(api_version, kind)

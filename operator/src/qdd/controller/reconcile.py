@@ -220,12 +220,16 @@ class Reconciler:
         d = diff(desired, observed, cr["metadata"]["uid"])
         # A PodGroup is admitted only while its Workload exists and is not being deleted.
         workload_replaced = any(kind == "Workload" for _, kind, _ in d.replace)
-        for obj in d.apply:
-            if obj["kind"] == "Pod" and obj["metadata"]["name"] not in creatable:
+        todo = [o for o in d.apply if not (o["kind"] == "Pod" and o["metadata"]["name"] not in creatable)
+                and not (o["kind"] == "PodGroup" and workload_replaced)]
+        # Two waves, each applied side by side: a PodGroup needs its Workload first (admission); the
+        # rest wait for what they need by themselves (pods for their PodGroup and claim template,
+        # the router's ReplicaSet for its ServiceAccount), as they would after any restart.
+        first = {"ComputeDomain", "Workload"}  # the kinds before PodGroup in MANAGED_KINDS
+        for wave in ([o for o in todo if o["kind"] in first], [o for o in todo if o["kind"] not in first]):
+            if not wave:
                 continue
-            if obj["kind"] == "PodGroup" and workload_replaced:
-                continue
-            if not kube.apply(obj):
+            if not all(kube.apply_all(wave)):
                 return None
             wrote = True
         for api_version, kind, child in d.prune + d.replace:

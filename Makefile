@@ -107,6 +107,14 @@ bench-operator: venv
 	bash hack/operator.sh start
 	$(PY) bench/operator_ready.py
 
+# 10 simulated GB200 NVL72 racks, 30 seed-mix deployments at once: operator vs the kubectl floor,
+# RSS, writes, reconcile p50/p99, idle CPU (bench/README.md). Its own cluster (QDD_SCALE_CLUSTER).
+.PHONY: bench-scale
+bench-scale: venv tools
+	QDD_CLUSTER=$${QDD_SCALE_CLUSTER:-qdd-scale} QDD_RACKS=$${QDD_RACKS:-10} bash hack/cluster-up.sh
+	kubectl apply --server-side --force-conflicts -f crds/qdd.dev_qwendisaggdeployments.yaml
+	$(PY) bench/scale.py
+
 # KV-transfer preflight between two GPUs of one host, serve on GPU 0 and fetch on GPU 1, NVLink and
 # TCP-only (bench/README.md). Needs two NVLink-connected GPUs, torch and nixl (or nixl wheels in .whl/);
 # in this project's workplace it runs on the lent nvidia-h200-x2 through the device tool.

@@ -14,6 +14,12 @@
 #                     its current-context is set to this cluster
 #        QDD_RACKS    GB200 racks (default 1; 2 adds gb200-r2-n01..18 with another clique)
 #        QDD_CHANNELS_PER_NODE  fake IMEX channel devices per GB200 node (default 8)
+#        QDD_WORKLOAD_API  1 (default): the Workload API (scheduling.k8s.io/v1alpha2 Workload and
+#                     PodGroup) served and the scheduler's gang and topology-aware plugins on (the
+#                     alpha gates of v1.36, docs/placement.md); 0: a cluster without it (the
+#                     fallback path). Fixed when the cluster is created: a cluster of the other
+#                     kind under the same name (or one made with another
+#                     hack/cluster/scheduler-config.yaml) is deleted and created again.
 # Idempotent: when the cluster is already up it only (re)applies the objects, prunes simulated
 # nodes of racks no longer asked for, and makes sure the driver runs. Nothing is downloaded.
 set -euo pipefail
@@ -28,7 +34,7 @@ while [ $# -gt 0 ]; do
     --racks=*) racks=${1#*=}; shift ;;
     --channels) channels=$2; shift 2 ;;
     --channels=*) channels=${1#*=}; shift ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "cluster-up: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -71,17 +77,41 @@ offline_env=(env HTTPS_PROXY=http://127.0.0.1:9 HTTP_PROXY=http://127.0.0.1:9
 
 api_ok() { [ -s "$cluster_kc" ] && kubectl --kubeconfig "$cluster_kc" --request-timeout=5s get --raw /readyz >/dev/null 2>&1; }
 
+# Kubernetes v1.36's workload-aware scheduling is alpha: the API group is off by default and so
+# are the gates. GenericWorkload serves Workload/PodGroup and Pod spec.schedulingGroup;
+# GangScheduling and TopologyAwareWorkloadScheduling add the scheduler plugins GangScheduling,
+# TopologyPlacementGenerator and PodGroupPodsCount to its default profile
+# (pkg/scheduler/apis/config/v1/default_plugins.go of k8s.io/kubernetes v1.36.3). kwokctl hands
+# the gates to every component and the runtime config to the API server.
+workload_api=${QDD_WORKLOAD_API:-1}
+case $workload_api in 0|1) ;; *) echo "cluster-up: QDD_WORKLOAD_API must be 0 or 1, not $workload_api" >&2; exit 2 ;; esac
+workload_flags=()
+if [ "$workload_api" = 1 ]; then
+  workload_flags=(--kube-feature-gates "GenericWorkload=true,GangScheduling=true,TopologyAwareWorkloadScheduling=true"
+                  --kube-runtime-config "scheduling.k8s.io/v1alpha2=true")
+fi
+# What a cluster was created with (gates, scheduler configuration): another ask recreates it.
+mode_file="$state/created-with"
+mode="workload-api=$workload_api scheduler-config=$(sha256sum < "$root/hack/cluster/scheduler-config.yaml" | cut -c1-12)"
+
 create_cluster() {
-  log "creating cluster (kwokctl --runtime binary, local binaries)"
-  "${offline_env[@]}" kwokctl create cluster --name "$name" --runtime binary \
+  log "creating cluster (kwokctl --runtime binary, local binaries, Workload API: $workload_api)"
+  "${offline_env[@]}" kwokctl create cluster --name "$name" --runtime binary "${workload_flags[@]}" \
     --kube-apiserver-binary "$bin/kube-apiserver" \
     --kube-controller-manager-binary "$bin/kube-controller-manager" \
     --kube-scheduler-binary "$bin/kube-scheduler" \
     --kwok-controller-binary "$bin/kwok" \
     --etcd-binary "$bin/etcd" \
+    --kube-scheduler-config "$root/hack/cluster/scheduler-config.yaml" \
     --kubeconfig "" --quiet-pull --disable-qps-limits \
     --wait 120s --timeout 5m 9>&-
+  mkdir -p "$state"; echo "$mode" > "$mode_file"
 }
+
+if [ -d "$cluster_dir" ] && [ "$(cat "$mode_file" 2>/dev/null)" != "$mode" ]; then
+  log "cluster exists, created with '$(cat "$mode_file" 2>/dev/null)', '$mode' asked: recreating it"
+  QDD_CLUSTER="$name" QDD_CLUSTER_LOCK_HELD="$name" bash "$root/hack/cluster-down.sh" 9>&- || true
+fi
 
 # Stops whatever is left of this cluster's components (pids recorded by kwokctl, command line
 # naming this cluster's directory), so that `kwokctl start` starts every one of them afresh.

@@ -38,7 +38,8 @@ MANAGER = "qdd-operator"
 PLURALS = {"ComputeDomain": "computedomains.resource.nvidia.com", "ServiceAccount": "serviceaccounts",
            "Role": "roles.rbac.authorization.k8s.io", "RoleBinding": "rolebindings.rbac.authorization.k8s.io",
            "Service": "services", "StatefulSet": "statefulsets.apps", "Job": "jobs.batch", "Pod": "pods",
-           "Deployment": "deployments.apps", "PodDisruptionBudget": "poddisruptionbudgets.policy"}
+           "Deployment": "deployments.apps", "PodDisruptionBudget": "poddisruptionbudgets.policy",
+           "Workload": "workloads.scheduling.k8s.io", "PodGroup": "podgroups.scheduling.k8s.io"}
 
 
 

@@ -96,8 +96,11 @@ NAMESPACED = {
     ("rbac.authorization.k8s.io", "roles"): {"list", "create", "patch", "delete"},
     ("rbac.authorization.k8s.io", "rolebindings"): {"list", "create", "patch", "delete"},
     ("resource.nvidia.com", "computedomains"): {"get", "list", "watch", "create", "patch", "delete"},
+    ("scheduling.k8s.io", "workloads"): {"list", "create", "patch", "delete"},
+    ("scheduling.k8s.io", "podgroups"): {"list", "create", "patch", "delete"},
 }
-CRDS = {("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"}}
+# CRD discovery, and the nodes (read-only) whose clique labels and GPUs the capacity message counts.
+CRDS = {("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"}, ("", "nodes"): {"list"}}
 NAMESPACES = {("", "namespaces"): {"list", "watch"}}
 
 
@@ -112,6 +115,13 @@ def namespaced() -> list[dict[str, Any]]:
 
 
 # --- lint and shape ------------------------------------------------------------------------------
+
+def test_operator_pod_never_lands_on_a_gpu_node(default):
+    """The operator needs no GPU: a required node affinity keeps it off GPU trays by default."""
+    spec = one(default, "Deployment")["spec"]["template"]["spec"]
+    assert spec["affinity"] == {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "nvidia.com/gpu.present", "operator": "DoesNotExist"}]}]}}}
+
 
 @pytest.mark.parametrize("values", [
     [],
@@ -230,8 +240,8 @@ def _kopf_watched() -> set[tuple[str, str]]:
 def _plural(kind: str) -> str:
     return {"ComputeDomain": "computedomains", "ServiceAccount": "serviceaccounts", "Role": "roles",
             "RoleBinding": "rolebindings", "Service": "services", "StatefulSet": "statefulsets",
-            "Pod": "pods", "Deployment": "deployments", "Job": "jobs",
-            "PodDisruptionBudget": "poddisruptionbudgets"}[kind]
+            "Pod": "pods", "Deployment": "deployments", "Job": "jobs", "Workload": "workloads",
+            "PodGroup": "podgroups", "PodDisruptionBudget": "poddisruptionbudgets"}[kind]
 
 
 def test_rbac_covers_what_the_operator_code_does(default):

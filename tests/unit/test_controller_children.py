@@ -59,7 +59,7 @@ def test_every_desired_child_is_listed_back(label, cr):
         assert listed.get(o["kind"]) == o["apiVersion"], f"{o['kind']} is not listed by the reconcile"
         assert o["metadata"]["namespace"] == cr["metadata"]["namespace"]
         assert o["metadata"]["labels"][labels.DEPLOYMENT] == cr["metadata"]["name"]
-        if o["kind"] != "ComputeDomain":  # the one child without a role
+        if o["kind"] not in ("ComputeDomain", "Workload", "PodGroup"):  # the children without a role
             assert o["metadata"]["labels"][labels.ROLE] in (*labels.ROLES, "preflight")
         if o["kind"] == "StatefulSet":  # its pods are listed too (status counts them)
             t = o["spec"]["template"]["metadata"]["labels"]
@@ -143,8 +143,10 @@ def test_server_side_changes_to_a_child_do_not_trigger_an_apply():
 CHANGES = [
     # (what changed, spec mutation, applied, replaced)
     ("concurrency 4096 -> 5120 (decode pods only)", lambda s: s["workload"].update(concurrency=5120), [], []),
+    # The Workload's template says the new gang size (its spec is immutable: replaced); the
+    # PodGroup in use is kept (on-change: keep), so no running pod changes its group.
     ("kubectl scale --replicas=6", lambda s: s["prefill"].update(endpoints=6),
-     [("StatefulSet", f"{NAME}-prefill")], []),
+     [("StatefulSet", f"{NAME}-prefill")], [("Workload", NAME)]),
     ("router replicas", lambda s: s.setdefault("router", {}).update(replicas=2),
      [("Deployment", f"{NAME}-router")], []),
     ("engine image (StatefulSet, decode pods, preflight Jobs)",
@@ -166,7 +168,7 @@ def test_a_changed_spec_reapplies_only_changed_objects(label, mutate, applied, r
     assert sorted(_names(d.replace)) == sorted(replaced)
     assert d.prune == []
     assert all(o["kind"] != "Pod" for o in d.apply), "a bare pod is never re-applied (its spec is immutable)"
-    assert all(k == "Job" for k, _ in _names(d.replace))
+    assert all(k in ("Job", "Workload") for k, _ in _names(d.replace))
     # the re-applied objects carry the new hash, and applying them converges
     after = [live(o) if (o["kind"], o["metadata"]["name"]) in applied else o for o in
              (next((a for a in d.apply if key(a) == key(x)), x) for x in obs)]

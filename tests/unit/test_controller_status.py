@@ -592,6 +592,9 @@ class FakeKube:
         return [stored(o) for o in self.objs.values()
                 if o["kind"] in kinds and o["metadata"]["labels"].get(labels.DEPLOYMENT) == cr]
 
+    def apply_all(self, objs: list[dict]) -> list[bool]:
+        return [self.apply(o) for o in objs]
+
     def apply(self, obj: dict) -> bool:
         k = (obj["kind"], obj["metadata"]["name"])
         have = self.objs.get(k)
@@ -664,7 +667,7 @@ class FakeKube:
 
 
 def _reconcile(kube: FakeKube) -> list[tuple[str, str, str]]:
-    Reconciler(kube).once("default", NAME)  # type: ignore[arg-type]
+    Reconciler(kube, gang=True).once("default", NAME)  # type: ignore[arg-type]
     return kube.take()
 
 
@@ -767,10 +770,11 @@ def test_a_crash_in_plan_or_render_is_plan_valid_false_not_an_operator_error(mon
     PlanValid=False, the message naming the exception, a Warning event, and nothing applied."""
     import qdd.controller.reconcile as rec
 
-    def boom(plan):
+    def boom(plan, gang):
         raise ZeroDivisionError("division by zero")
 
     monkeypatch.setattr(rec, "render_all", boom)
+    monkeypatch.setattr(rec, "_RENDERED", type(rec._RENDERED)())  # no render of an earlier test to reuse
     kube = FakeKube(SEED)
     writes = _reconcile(kube)
     assert [w for w in writes if w[0] in ("apply", "delete")] == []
@@ -788,3 +792,30 @@ def test_a_hostile_spec_cannot_make_the_status_huge():
     for c in st["conditions"]:
         assert len(c["message"]) < 4200, c["type"]
     assert "64 errors in all" in cond(st, "PlanValid")["message"]
+
+
+def test_an_unchanged_spec_is_planned_and_rendered_once_a_changed_one_again(monkeypatch):
+    """The reconcile reuses the plan and children of an unchanged resource (the resync's passes),
+    hands out copies (a pass that changed them must not change the next), and renders again for
+    a new spec."""
+    import qdd.controller.reconcile as rec
+
+    calls = []
+    real = rec.render_all
+
+    def counting(plan, gang):
+        calls.append(plan.spec.workload.concurrency)
+        return real(plan, gang)
+
+    monkeypatch.setattr(rec, "render_all", counting)
+    monkeypatch.setattr(rec, "_RENDERED", type(rec._RENDERED)())
+    kube = FakeKube(SEED)
+    for _ in range(3):
+        _reconcile(kube)
+    assert len(calls) == 1
+    _, first, _ = rec._desired_cached(kube.cr, True)
+    first[0]["metadata"]["name"] = "changed"
+    assert rec._desired_cached(kube.cr, True)[1][0]["metadata"]["name"] != "changed"
+    kube.cr = with_spec(kube.cr, lambda s: s["workload"].update(concurrency=5120))
+    _reconcile(kube)
+    assert calls == [4096, 5120]

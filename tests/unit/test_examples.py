@@ -107,7 +107,7 @@ def test_labels_on_every_object_and_pod(seed_cr):
     for o in objs:
         lab = o["metadata"]["labels"]
         assert lab["qdd.dev/deployment"] == name
-        if o["kind"] != "ComputeDomain":  # shared by both engine roles
+        if o["kind"] not in ("ComputeDomain", "Workload", "PodGroup"):  # shared by both engine roles
             assert lab["qdd.dev/role"] in ("prefill", "decode", "router")
     for role, lab, _ in engine_pod_specs(objs):
         assert lab["qdd.dev/role"] == role and lab["qdd.dev/deployment"] == name
@@ -115,12 +115,40 @@ def test_labels_on_every_object_and_pod(seed_cr):
     assert dep["spec"]["template"]["metadata"]["labels"]["qdd.dev/role"] == "router"
 
 
-def test_placement_clique_affinity_and_group_anti_affinity(seed_cr):
+def test_placement_gang_podgroup_and_group_anti_affinity(seed_cr):
+    """With the Workload API (the default): one gang of every engine pod in one clique, no pod
+    affinity; the fallback (gang=False) keeps today's pod affinity on the clique."""
+    from qdd.api import parse_resource
+    from qdd.plan import build_plan
+    from qdd.render import render
+
     objs = objects_of(seed_cr)
     name = seed_cr["metadata"]["name"]
-    for _, _, spec in engine_pod_specs(objs):
+    pg = by_name(objs, "PodGroup", f"{name}-engines")
+    assert pg["apiVersion"] == "scheduling.k8s.io/v1alpha2"
+    # seed: 4 prefill DEP2 pods + 1 decode DEP8 over 2 pods
+    assert pg["spec"]["schedulingPolicy"] == {"gang": {"minCount": 6}}
+    assert pg["spec"]["schedulingConstraints"] == {"topology": [{"key": "nvidia.com/gpu.clique"}]}
+    assert pg["spec"]["podGroupTemplateRef"] == {"workload": {"workloadName": name, "podGroupTemplateName": "engines"}}
+    assert pg["metadata"]["annotations"]["qdd.dev/on-change"] == "keep"
+    wl = by_name(objs, "Workload", name)
+    assert wl["spec"]["controllerRef"] == {"apiGroup": "qdd.dev", "kind": "QwenDisaggDeployment", "name": name}
+    assert [t["name"] for t in wl["spec"]["podGroupTemplates"]] == ["engines"]
+    assert wl["spec"]["podGroupTemplates"][0]["schedulingPolicy"] == {"gang": {"minCount": 6}}
+    specs = engine_pod_specs(objs)
+    assert len(specs) == 6  # 4 prefill (StatefulSet replicas) + 2 decode pods
+    for _, _, spec in specs:
+        assert spec["schedulingGroup"] == {"podGroupName": f"{name}-engines"}
+        assert "podAffinity" not in spec["affinity"]
+        assert spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+            "nodeSelectorTerms"] == [{"matchExpressions": [{"key": "nvidia.com/gpu.clique", "operator": "Exists"}]}]
+    fallback = render(build_plan(parse_resource(seed_cr)), gang=False)
+    assert not [o for o in fallback if o["kind"] in ("Workload", "PodGroup")]
+    for _, _, spec in engine_pod_specs(fallback):
+        assert "schedulingGroup" not in spec
         term = spec["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
         assert term["topologyKey"] == "nvidia.com/gpu.clique"
+    for _, _, spec in engine_pod_specs(objs):
         vol = {v["name"]: v for v in spec["volumes"]}
         assert vol["dshm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "32Gi"}
     leader = by_name(objs, "Pod", f"{name}-decode-0-leader")["spec"]

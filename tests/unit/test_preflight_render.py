@@ -75,7 +75,8 @@ def test_pods_get_the_engines_env_claim_gpu_and_placement():
         aff = pod["affinity"]
         clique = aff["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
         assert clique["topologyKey"] == "nvidia.com/gpu.clique"
-        assert {"key": "qdd.dev/role", "operator": "In", "values": ["prefill", "decode", "preflight"]} in \
+        # gang-scheduled engines pick the domain; a preflight pod follows them, never itself
+        assert {"key": "qdd.dev/role", "operator": "In", "values": ["prefill", "decode"]} in \
             clique["labelSelector"]["matchExpressions"]
         apart = aff["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
         assert apart["topologyKey"] == "kubernetes.io/hostname"
@@ -218,3 +219,14 @@ def test_node_affinity_requirements_follow_the_api_servers_rules(seed_cr, req, w
     seed_cr["spec"]["cluster"]["nodeAffinity"] = [req]
     with pytest.raises(SpecError, match=words):
         plan_of(seed_cr)
+
+
+def test_without_gang_scheduling_preflight_pods_keep_the_clique_with_each_other_too():
+    """Fallback (no Workload API): the pod affinity that holds the deployment in one clique
+    includes the preflight pods, as before gang scheduling."""
+    for job in preflight_objects(plan_of(_seed()), gang=False)[1:]:
+        term = job["spec"]["template"]["spec"]["affinity"]["podAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"][0]
+        assert term["topologyKey"] == "nvidia.com/gpu.clique"
+        assert {"key": "qdd.dev/role", "operator": "In", "values": ["prefill", "decode", "preflight"]} in \
+            term["labelSelector"]["matchExpressions"]

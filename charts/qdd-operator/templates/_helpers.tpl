@@ -124,6 +124,11 @@ Server-side apply is a PATCH; when the object does not exist yet the API server 
 - apiGroups: ["resource.nvidia.com"]
   resources: ["computedomains"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
+# Gang placement in one NVLink domain (Kubernetes Workload API, docs/placement.md): one Workload
+# and its PodGroups per deployment; immutable, so replaced by delete and create.
+- apiGroups: ["scheduling.k8s.io"]
+  resources: ["workloads", "podgroups"]
+  verbs: ["list", "create", "patch", "delete"]
 {{- end }}
 
 {{/* kopf watches CRDs to notice resources that appear or change while it runs. */}}
@@ -131,6 +136,11 @@ Server-side apply is a PATCH; when the object does not exist yet the API server 
 - apiGroups: ["apiextensions.k8s.io"]
   resources: ["customresourcedefinitions"]
   verbs: ["list", "watch"]
+# When no NVLink domain can hold a deployment, its condition gives the free GPUs per domain:
+# read from the nodes' clique labels and allocatable GPUs (docs/placement.md). Read-only.
+- apiGroups: [""]
+  resources: ["nodes"]
+  verbs: ["list"]
 {{- end }}
 
 {{/* Name of the kopf peering object the replicas share. */}}

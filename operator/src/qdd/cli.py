@@ -75,7 +75,7 @@ def cmd_plan(args: argparse.Namespace) -> None:
 def cmd_render(args: argparse.Namespace) -> None:
     objs = []
     for p in _plans(args.filename):
-        objs += render_all(p)
+        objs += render_all(p, gang=args.placement == "gang")
     sys.stdout.write(to_yaml(objs))
 
 
@@ -195,6 +195,10 @@ def parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_plan)
     r = sub.add_parser("render", help="print every Kubernetes object the operator would apply")
     r.add_argument("-f", "--filename", action="append", required=True, help="CR file (repeatable; - for stdin)")
+    r.add_argument("--placement", choices=["gang", "affinity"], default="gang",
+                   help="gang (default): Workload/PodGroup objects for a cluster that serves the Workload API "
+                        "(scheduling.k8s.io/v1alpha2, gang and topology-aware scheduling on); affinity: the fallback "
+                        "for a cluster without it, a pod affinity on the NVLink clique (docs/placement.md)")
     r.set_defaults(func=cmd_render)
     c = sub.add_parser("crd", help="print a CustomResourceDefinition")
     c.add_argument("-o", "--output", help="write to this file instead of stdout")

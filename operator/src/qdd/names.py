@@ -32,3 +32,18 @@ def compute_domain(cr: str) -> str:
 
 def imex_claim_template(cr: str) -> str:
     return f"{cr}-imex-channel"
+
+
+def workload(cr: str) -> str:
+    """The deployment's Workload (scheduling.k8s.io): ``<cr>``."""
+    return cr
+
+
+def engines_pod_group(cr: str) -> str:
+    """The PodGroup of every engine pod when the deployment stays in one NVLink domain: ``<cr>-engines``."""
+    return f"{cr}-engines"
+
+
+def endpoint_pod_group(cr: str, role: str, endpoint: int) -> str:
+    """The PodGroup of one multi-pod endpoint (a leader and its workers): ``<cr>-<role>-<endpoint>``."""
+    return f"{cr}-{role}-{endpoint}"

@@ -16,8 +16,12 @@ STALLED = "Stalled"
 PLAN_VALID = "PlanValid"
 COMPUTE_DOMAIN_READY = "ComputeDomainReady"
 KV_TRANSFER_READY = "KVTransferReady"
+PLACED = "Placed"
+"""The scheduler placed every gang (PodGroup) in one NVLink domain; why not (no domain holds it,
+with numbers), or that there is no gang scheduling on this cluster (qdd.controller.placement)."""
 
-TYPES = (READY, PROGRESSING, DEGRADED, RECONCILING, STALLED, PLAN_VALID, COMPUTE_DOMAIN_READY, KV_TRANSFER_READY)
+TYPES = (READY, PROGRESSING, DEGRADED, RECONCILING, STALLED, PLAN_VALID, COMPUTE_DOMAIN_READY, KV_TRANSFER_READY,
+         PLACED)
 """Every condition a status carries, in the order they are written."""
 
 
@@ -37,5 +41,6 @@ class Reason:
     KV_TRANSFER_NOT_READY = "KVTransferNotReady"
     ALL_ENDPOINTS_READY = "AllEndpointsReady"
     ENDPOINTS_NOT_READY = "EndpointsNotReady"
+    INSUFFICIENT_NVLINK_DOMAIN_CAPACITY = "InsufficientNVLinkDomainCapacity"
     ROLLING_OUT = "RollingOut"
     RECONCILE_COMPLETE = "ReconcileComplete"

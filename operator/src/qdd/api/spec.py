@@ -260,7 +260,7 @@ class Toleration(ApiModel):
 class ClusterSpec(ApiModel):
     gpu_type: Literal["GB200", "B200", "H200", "H100"] = Field("GB200", description="GPU kind (the catalog's): GB200, B200, H200 or H100.")
     gpus_per_node: int | None = Field(None, ge=1, le=8, description="GPUs per node. Default: the GPU kind's (GB200: 4).")
-    same_nvlink_domain: bool = Field(True, alias="sameNVLinkDomain", description="Keep every P/D pod in one NVLink domain (pod affinity on nvidia.com/gpu.clique).")
+    same_nvlink_domain: bool = Field(True, alias="sameNVLinkDomain", description="true: the whole deployment (every prefill endpoint and decode group) all-or-nothing in one NVLink domain (nvidia.com/gpu.clique); false: each multi-pod group all-or-nothing in its own domain. Placed by the scheduler's gang and topology-aware scheduling (Workload API) where the cluster serves it, else by pod affinity on the clique.")
     compute_domain: bool | None = Field(None, description="Create a ComputeDomain and claim its IMEX channel in every GPU pod. Default: on for multi-node NVLink GPUs (GB200).")
     node_selector: dict[LabelKey, LabelValue] = Field(default_factory=dict, max_length=32, description="Extra node labels every P/D pod requires.")
     node_affinity: list[NodeSelectorRequirement] = Field(default_factory=list, max_length=16, description="Node label conditions every GPU pod (engines and preflight) requires, ANDed with qdd's own (the NVLink clique) in one nodeSelectorTerm: never a separate, OR-ed term.")

@@ -12,9 +12,13 @@ from ..hashing import content_hash
 APPLIED_HASH = f"{labels.GROUP}/applied-hash"
 """Annotation on every child: hash of the manifest qdd last applied; equal hash → no API write."""
 
-# Kinds qdd manages, with the API version to list them by. Order = apply order.
+
+# Kinds qdd manages, with the API version to list them by. Order = apply order: a PodGroup is
+# admitted only when its Workload exists (the PodGroupWorkloadExists admission plugin).
 MANAGED_KINDS: list[tuple[str, str]] = [
     ("resource.nvidia.com/v1beta1", "ComputeDomain"),
+    ("scheduling.k8s.io/v1alpha2", "Workload"),
+    ("scheduling.k8s.io/v1alpha2", "PodGroup"),
     ("v1", "ServiceAccount"),
     ("rbac.authorization.k8s.io/v1", "Role"),
     ("rbac.authorization.k8s.io/v1", "RoleBinding"),
@@ -65,7 +69,9 @@ class Diff:
 
 def diff(desired: list[dict[str, Any]], observed: list[dict[str, Any]], owner_uid: str) -> Diff:
     """Bare Pods are created once and never re-applied (their spec is immutable): a changed pod is
-    replaced through its group's revision (:mod:`.groups`). Everything else is applied when its
+    replaced through its group's revision (:mod:`.groups`). Jobs, and Workloads and PodGroups
+    that say ``on-change: replace``, are deleted when they changed (created again by a later
+    pass); ``on-change: keep`` ones are only created. Everything else is applied when its
     manifest hash changed. Observed children of this owner that are not desired are pruned (once:
     one already terminating is not deleted again on every pass)."""
     seen = {key(o): o for o in observed}
@@ -76,10 +82,10 @@ def diff(desired: list[dict[str, Any]], observed: list[dict[str, Any]], owner_ui
         changed = have != d["metadata"]["annotations"][APPLIED_HASH]
         if o is None:
             out.apply.append(d)
-        elif d["kind"] == "Job":
+        elif _replaced_on_change(d):
             if changed and not o["metadata"].get("deletionTimestamp"):
                 out.replace.append((d["apiVersion"], d["kind"], d["metadata"]["name"]))
-        elif d["kind"] != "Pod" and changed:
+        elif d["kind"] != "Pod" and changed and _on_change(d) != "keep":
             out.apply.append(d)
     wanted = {key(d) for d in desired}
     groups = {_group(d) for d in desired if d["kind"] == "Pod"}
@@ -90,6 +96,14 @@ def diff(desired: list[dict[str, Any]], observed: list[dict[str, Any]], owner_ui
             continue  # a member of a group of the old shape: rolled with its group (.groups)
         out.prune.append((o["apiVersion"], o["kind"], o["metadata"]["name"]))
     return out
+
+
+def _on_change(obj: dict[str, Any]) -> str | None:
+    return (obj["metadata"].get("annotations") or {}).get(labels.ON_CHANGE)
+
+
+def _replaced_on_change(obj: dict[str, Any]) -> bool:
+    return obj["kind"] == "Job" or _on_change(obj) == "replace"
 
 
 def _group(obj: dict[str, Any]) -> tuple[str | None, str | None]:

@@ -8,16 +8,19 @@ changed. Triggers for a resource already being reconciled coalesce into one more
 from __future__ import annotations
 
 import contextlib
+import copy
 import datetime as dt
 import logging
 import threading
 import time
+from collections import OrderedDict
 from typing import Any
 
 from .. import labels
 from ..api import parse_resource
 from ..api.conditions import Reason
 from ..errors import SpecError
+from ..hashing import content_hash
 from ..plan import Plan, build_plan
 from ..preflight.observe import kv_transfer_verdict
 from ..preflight.verdict import Thresholds
@@ -28,6 +31,7 @@ from .children import diff, key, with_owner
 from .groups import group_states, groups_to_delete, pods_to_create
 from .kube import Kube
 from .peers import prefill_pod_uids, replaced, stale_decode_groups
+from .placement import INSUFFICIENT, Stuck, free_by_domain, placed, stuck_pods, unschedulable
 from .status import Observed, compute_status, status_patch
 
 log = logging.getLogger("qdd.reconcile")
@@ -44,13 +48,41 @@ def _cond(status: dict[str, Any] | None, ctype: str) -> dict[str, Any]:
     return {}
 
 
-def _desired(cr: dict[str, Any]) -> tuple[Plan | None, list[dict[str, Any]], list[str]]:
+_RENDERED: OrderedDict[tuple[Any, ...], tuple[Plan | None, list[dict[str, Any]], list[str]]] = OrderedDict()
+_RENDERED_MAX = 512
+"""Plan and children of the last passes, by (uid, namespace, name, hash of the spec, gang): a pass
+of an unchanged resource (the resync, a child's status event) reuses them. Render is a pure
+function of exactly these (the uid for the owner reference); 45 ms of a 110 ms converged pass was
+planning and rendering (cProfile, bench/README.md)."""
+_RENDERED_LOCK = threading.Lock()
+
+
+def _desired_cached(cr: dict[str, Any], gang: bool) -> tuple[Plan | None, list[dict[str, Any]], list[str]]:
+    """:func:`_desired`, reused for the same resource, spec and placement; the caller gets copies."""
+    meta = cr["metadata"]
+    k = (meta.get("uid"), meta.get("namespace"), meta.get("name"), cr.get("apiVersion"), cr.get("kind"),
+         content_hash(cr.get("spec"), 32), gang)
+    with _RENDERED_LOCK:
+        hit = _RENDERED.get(k)
+        if hit is not None:
+            _RENDERED.move_to_end(k)
+    if hit is None:
+        hit = _desired(cr, gang)
+        with _RENDERED_LOCK:
+            _RENDERED[k] = hit
+            while len(_RENDERED) > _RENDERED_MAX:
+                _RENDERED.popitem(last=False)
+    plan, desired, errors = hit
+    return plan, copy.deepcopy(desired), list(errors)
+
+
+def _desired(cr: dict[str, Any], gang: bool) -> tuple[Plan | None, list[dict[str, Any]], list[str]]:
     """(plan, the children it wants — exactly what `qdd render` prints, plus ownership — and the
-    plan errors). Any failure, a bug included, is errors and no children, never an exception: one
+    plan errors). ``gang``: the cluster serves the Workload API (render's gang placement). Any failure, a bug included, is errors and no children, never an exception: one
     resource must not stop the reconciles of the others."""
     try:
         plan = build_plan(parse_resource(cr))
-        return plan, [with_owner(o, cr) for o in render_all(plan)], []
+        return plan, [with_owner(o, cr) for o in render_all(plan, gang)], []
     except SpecError as e:
         return None, [], [str(x) for x in e.errors]
     except Exception as e:  # noqa: BLE001
@@ -59,10 +91,21 @@ def _desired(cr: dict[str, Any]) -> tuple[Plan | None, list[dict[str, Any]], lis
                           "applied; this is a qdd bug: report it with the resource"]
 
 
+def _any_unschedulable(pods: list[dict[str, Any]]) -> bool:
+    return any(not p["spec"].get("nodeName") and any(
+        c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"
+        for c in (p.get("status") or {}).get("conditions") or []) for p in pods)
+
+
 class Reconciler:
-    def __init__(self, kube: Kube, namespaces: list[str] | None = None):
+    def __init__(self, kube: Kube, namespaces: list[str] | None = None, gang: bool | None = None):
+        """``gang``: place through the Workload API (PodGroups); None asks the cluster's discovery
+        once, here (:meth:`Kube.serves_workload_api`)."""
         self.kube = kube
         self.namespaces = namespaces or []
+        self.gang = kube.serves_workload_api() if gang is None else gang
+        log.info("placement: %s", "gang scheduling through the Workload API (scheduling.k8s.io/v1alpha2 PodGroup)"
+                 if self.gang else "no Workload API: pod affinity on the NVLink clique (partial placement possible)")
         self._guard = threading.Lock()
         self._running: set[tuple[str, str]] = set()
         self._pending: set[tuple[str, str]] = set()
@@ -120,7 +163,7 @@ class Reconciler:
             return "gone"  # owner references let the garbage collector remove the children
         self.managed.add((namespace, name))
         metrics.MANAGED.set(len(self.managed))
-        plan, desired, errors = _desired(cr)
+        plan, desired, errors = _desired_cached(cr, self.gang)
         observed = kube.list_children(namespace, name)
         states = group_states(desired, observed) if plan else []
         peer_restart = None
@@ -175,10 +218,18 @@ class Reconciler:
             wrote = True
         creatable = pods_to_create(states)
         d = diff(desired, observed, cr["metadata"]["uid"])
-        for obj in d.apply:
-            if obj["kind"] == "Pod" and obj["metadata"]["name"] not in creatable:
+        # A PodGroup is admitted only while its Workload exists and is not being deleted.
+        workload_replaced = any(kind == "Workload" for _, kind, _ in d.replace)
+        todo = [o for o in d.apply if not (o["kind"] == "Pod" and o["metadata"]["name"] not in creatable)
+                and not (o["kind"] == "PodGroup" and workload_replaced)]
+        # Two waves, each applied side by side: a PodGroup needs its Workload first (admission); the
+        # rest wait for what they need by themselves (pods for their PodGroup and claim template,
+        # the router's ReplicaSet for its ServiceAccount), as they would after any restart.
+        first = {"ComputeDomain", "Workload"}  # the kinds before PodGroup in MANAGED_KINDS
+        for wave in ([o for o in todo if o["kind"] in first], [o for o in todo if o["kind"] not in first]):
+            if not wave:
                 continue
-            if not kube.apply(obj):
+            if not all(kube.apply_all(wave)):
                 return None
             wrote = True
         for api_version, kind, child in d.prune + d.replace:
@@ -199,7 +250,7 @@ class Reconciler:
             kv = kv_transfer_verdict(preflight, observed, Thresholds(min_bulk_gbps=pf.min_bulk_gbps,
                                                                      max_request_ms=pf.max_request_ms))
         status = compute_status(cr, plan, errors, Observed({key(o): o for o in observed}, states), _now(), cd_ready,
-                                kv, peer_restart)
+                                kv, peer_restart, self._placed(plan, desired, observed) if plan is not None else None)
         old = cr.get("status") or {}
         patch = status_patch(old, status)
         if patch is not None:
@@ -210,6 +261,25 @@ class Reconciler:
             metrics.DESIRED_ENDPOINTS.labels(namespace, name, role).set(status[role]["endpoints"])
         return status
 
+    def _placed(self, plan: Plan, desired: list[dict[str, Any]], observed: list[dict[str, Any]]) -> tuple[
+            bool | None, str, str]:
+        """The Placed condition; lists nodes and pods cluster-wide only when something is stuck."""
+        groups = [o for o in observed if o["kind"] == "PodGroup"]
+        pods = [o for o in observed if o["kind"] == "Pod"]
+        stuck = stuck_pods(pods, {})
+        if not self.gang:
+            return placed(plan, False, [], groups, {"": Stuck(1, 0)} if _any_unschedulable(pods) else {}, None)
+        domains = None
+        if stuck or unschedulable(groups):
+            capacity = self.kube.gpu_nodes_and_pods()
+            if capacity is not None:
+                nodes, _ = capacity
+                stuck = stuck_pods(pods, {n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get(
+                    "nvidia.com/gpu.clique", "") for n in nodes})
+                domains = free_by_domain(*capacity)
+        return placed(plan, True, [o["metadata"]["name"] for o in desired if o["kind"] == "PodGroup"], groups,
+                      stuck, domains)
+
     def _events(self, cr: dict[str, Any], old: dict[str, Any], new: dict[str, Any]) -> None:
         was, now = _cond(old, "PlanValid"), _cond(new, "PlanValid")
         if now.get("status") == "False" and (was.get("status") != "False" or was.get("message") != now.get("message")):
@@ -217,6 +287,11 @@ class Reconciler:
         r_was, r_now = _cond(old, "Ready"), _cond(new, "Ready")
         if r_now.get("status") == "True" and r_was.get("status") != "True":
             self.kube.event(cr, "Normal", "Ready", r_now.get("message", ""))
+        p_was, p_now = _cond(old, "Placed"), _cond(new, "Placed")
+        if p_now.get("reason") == INSUFFICIENT and p_was.get("reason") != INSUFFICIENT:
+            self.kube.event(cr, "Warning", INSUFFICIENT, p_now.get("message", ""))
+        elif p_was.get("reason") == INSUFFICIENT and p_now.get("status") == "True":
+            self.kube.event(cr, "Normal", "Placed", p_now.get("message", ""))
         cd_was, cd_now = _cond(old, "ComputeDomainReady"), _cond(new, "ComputeDomainReady")
         if cd_now.get("status") == "True" and cd_was.get("status") == "False":
             self.kube.event(cr, "Normal", "ComputeDomainReady", cd_now.get("message", ""))

@@ -142,6 +142,12 @@ class _Facts:
     unschedulable: str
     peer_restart: str | None = None
     """Decode groups recycled after a prefill replacement, until decode is all Ready again."""
+    placed: tuple[bool | None, str, str] | None = None
+    """(status, reason, message) of Placed (qdd.controller.placement), None without a plan."""
+
+    @property
+    def no_domain_fits(self) -> bool:
+        return self.placed is not None and self.placed[1] == Reason.INSUFFICIENT_NVLINK_DOMAIN_CAPACITY
 
     @property
     def valid(self) -> bool:
@@ -214,6 +220,8 @@ def _ready(f: _Facts) -> dict[str, Any]:
     """Ready, with the first cause that holds it back as the reason."""
     if f.errors:
         reason, msg = Reason.INVALID_SPEC, f.errors_text
+    elif f.no_domain_fits and f.placed is not None:
+        reason, msg = Reason.INSUFFICIENT_NVLINK_DOMAIN_CAPACITY, f"{f.counts}; {f.placed[2]}"
     elif not f.cd_ok:
         reason, msg = Reason.READY_COMPUTE_DOMAIN_NOT_READY, f.counts
     elif f.kv is not None and not f.kv.passed and f.endpoints_ready:
@@ -240,6 +248,8 @@ def conditions(f: _Facts) -> list[dict[str, Any]]:
     out = [_plan_valid(f), _compute_domain(f), _degraded(f)]
     if f.valid:
         out.append(_kv_transfer(f))
+    if f.placed is not None:
+        out.append(_cond(C.PLACED, f.placed[0], f.placed[1], f.placed[2], f.generation))
     return out + [_ready(f), _progress(f, C.PROGRESSING), _progress(f, C.RECONCILING), _stalled(f)]
 
 
@@ -287,12 +297,14 @@ def _prefill_record(cr: dict[str, Any], plan: Plan | None, obs: Observed) -> dic
 
 def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs: Observed, now: str,
                    compute_domain_ready: bool | None, kv: Verdict | None = None,
-                   peer_restart: str | None = None) -> dict[str, Any]:
+                   peer_restart: str | None = None,
+                   placed: tuple[bool | None, str, str] | None = None) -> dict[str, Any]:
     """The whole ``.status``, a pure function of the resource and what was observed. ``errors``:
     plan errors (empty when the spec is valid). ``compute_domain_ready``: None when no
     ComputeDomain is used. ``kv``: the KV-transfer preflight's verdict, None when it is off.
     ``peer_restart``: why decode groups were recycled in this pass (a replaced prefill pod); kept
-    in ``status.peerRestart`` until decode is all Ready again."""
+    in ``status.peerRestart`` until decode is all Ready again. ``placed``: the Placed condition's
+    (status, reason, message), qdd.controller.placement."""
     meta = cr["metadata"]
     name = meta["name"]
     # A planned roll (pods of an older revision terminating) is progress, not degradation.
@@ -302,7 +314,7 @@ def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs
         peer_restart = (cr.get("status") or {}).get("peerRestart")
     f = _Facts(name, meta.get("generation"), plan, errors, _role_counts(cr, plan, obs, "prefill"),
                decode, _router_available(plan, obs, name), compute_domain_ready, kv,
-               broken, _unschedulable(obs), peer_restart)
+               broken, _unschedulable(obs), peer_restart, placed if plan is not None else None)
     p, d = f.prefill, f.decode
     status: dict[str, Any] = {
         "observedGeneration": f.generation,

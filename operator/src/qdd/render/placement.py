@@ -1,6 +1,11 @@
 """NVLink-domain placement shared by every GPU pod qdd renders (engines and preflight): the node
 must carry a clique label, and every GPU pod of the deployment lands in one clique (one GB200
-NVL72 domain: GPU Feature Discovery's ``nvidia.com/gpu.clique``; docs/facts/gb200.md)."""
+NVL72 domain: GPU Feature Discovery's ``nvidia.com/gpu.clique``; docs/facts/gb200.md).
+
+Two ways, chosen by the controller from the cluster's discovery (``gang``): with the Workload API
+the scheduler places gangs in one domain (qdd.render.gang) and engine pods carry no pod affinity;
+without it, today's required pod affinity on the clique keeps the deployment together, pod by
+pod (the first pod decides the domain: partial placement is possible, docs/placement.md)."""
 
 from __future__ import annotations
 
@@ -22,11 +27,20 @@ def clique_node_affinity() -> dict[str, Any]:
         {"matchExpressions": [{"key": CLIQUE, "operator": "Exists"}]}]}}
 
 
-def clique_pod_affinity_term(deployment: str) -> dict[str, Any]:
-    """The same clique as every other GPU pod of ``deployment``."""
+ENGINE_ROLES = ("prefill", "decode")
+
+# Pods that need no GPU stay off GPU trays: GPU Feature Discovery labels every GPU node
+# nvidia.com/gpu.present=true. Required, not preferred: a router on a tray would take its CPUs
+# and memory from the engines (issue 12 saw it happen with the preference).
+CPU_ONLY_NODE_AFFINITY: dict[str, Any] = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+    {"matchExpressions": [{"key": "nvidia.com/gpu.present", "operator": "DoesNotExist"}]}]}}
+
+
+def clique_pod_affinity_term(deployment: str, roles: tuple[str, ...] = GPU_ROLES) -> dict[str, Any]:
+    """The same clique as the GPU pods of ``deployment`` with one of ``roles``."""
     return {"topologyKey": CLIQUE, "labelSelector": {"matchExpressions": [
         {"key": labels.DEPLOYMENT, "operator": "In", "values": [deployment]},
-        {"key": labels.ROLE, "operator": "In", "values": list(GPU_ROLES)}]}}
+        {"key": labels.ROLE, "operator": "In", "values": list(roles)}]}}
 
 
 def node_affinity(plan: Plan) -> dict[str, Any] | None:
@@ -41,13 +55,14 @@ def node_affinity(plan: Plan) -> dict[str, Any] | None:
         if exprs else None
 
 
-def engine_affinity(plan: Plan) -> dict[str, Any]:
-    """nodeAffinity (:func:`node_affinity`) and, in one NVLink domain, the podAffinity of an engine pod."""
+def engine_affinity(plan: Plan, gang: bool) -> dict[str, Any]:
+    """nodeAffinity (:func:`node_affinity`) and, in one NVLink domain without gang scheduling,
+    the podAffinity of an engine pod (with it, the PodGroup's topology constraint does that)."""
     out: dict[str, Any] = {}
     nodes = node_affinity(plan)
     if nodes:
         out["nodeAffinity"] = nodes
-    if plan.spec.cluster.same_nvlink_domain:
+    if plan.spec.cluster.same_nvlink_domain and not gang:
         out["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [clique_pod_affinity_term(plan.name)]}
     return out
 

@@ -43,7 +43,7 @@ from ..preflight.layout import DEFAULT_BULK_BYTES, DEFAULT_REQUESTS
 from ..preflight.planned import for_plan
 from ..preflight.names import ROLE, SIDE, TERMINATION_LOG, job_name, serve_host, service_name
 from ..preflight.verdict import Thresholds
-from .placement import clique_pod_affinity_term, gpu_node_selector, node_affinity
+from .placement import ENGINE_ROLES, GPU_ROLES, clique_pod_affinity_term, gpu_node_selector, node_affinity
 from .safe import ENV as _env
 from .safe import load
 
@@ -73,7 +73,7 @@ def _endpoint_selector(plan: Plan, role: RolePlan, endpoint: int) -> dict[str, s
             labels.GROUP_ROLE: "leader"}
 
 
-def _affinity(plan: Plan, side: str, pair: int, near: dict[str, str]) -> dict[str, Any]:
+def _affinity(plan: Plan, side: str, pair: int, near: dict[str, str], gang: bool) -> dict[str, Any]:
     other = {labels.DEPLOYMENT: plan.name, labels.ROLE: ROLE, SIDE: "fetch" if side == "serve" else "serve",
              labels.ENDPOINT: str(pair)}
     apart = {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": other}}
@@ -88,7 +88,12 @@ def _affinity(plan: Plan, side: str, pair: int, near: dict[str, str]) -> dict[st
     if nodes:
         aff["nodeAffinity"] = nodes
     if plan.spec.cluster.same_nvlink_domain:
-        aff["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = [clique_pod_affinity_term(plan.name)]
+        # With gang scheduling the engines' PodGroup picks the domain; the preflight pods follow
+        # the engine pods only (a preflight pod matching its own term could pick a domain first,
+        # where the gang need not fit), so they wait until the engines are bound.
+        roles = ENGINE_ROLES if gang else GPU_ROLES
+        aff["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = [
+            clique_pod_affinity_term(plan.name, roles)]
     return aff
 
 
@@ -113,7 +118,7 @@ def _args(plan: Plan, side: str, pair: int, layout_json: str, o: PreflightOption
             "--connect-timeout", budget]
 
 
-def _job(plan: Plan, side: str, pair: int, layout_json: str, o: PreflightOptions) -> dict[str, Any]:
+def _job(plan: Plan, side: str, pair: int, layout_json: str, o: PreflightOptions, gang: bool) -> dict[str, Any]:
     s = plan.spec
     role = plan.prefill if side == "serve" else plan.decode
     endpoint = pair % role.endpoints
@@ -124,7 +129,7 @@ def _job(plan: Plan, side: str, pair: int, layout_json: str, o: PreflightOptions
         d=plan, side=side, pair=pair, name=job_name(plan.name, side, pair), service=service_name(plan.name),
         labels={**_base_labels(plan), SIDE: side, labels.ENDPOINT: str(pair)}, deadline=o.deadline_seconds,
         image_pull_secrets=s.engine.image_pull_secrets, node_selector=node_selector,
-        affinity=_affinity(plan, side, pair, _endpoint_selector(plan, role, endpoint)),
+        affinity=_affinity(plan, side, pair, _endpoint_selector(plan, role, endpoint), gang),
         tolerations=[t.to_k8s() for t in s.cluster.tolerations], compute_domain=plan.compute_domain,
         claim_template=names.imex_claim_template(plan.name), engine=engine,
         args=_args(plan, side, pair, layout_json, o), env=pod.env, port=s.kv_transfer.side_channel_port)
@@ -146,14 +151,15 @@ def revision(jobs: list[dict[str, Any]]) -> str:
     return content_hash([j["spec"]["template"]["spec"] for j in jobs], 10)
 
 
-def preflight_objects(plan: Plan, options: PreflightOptions | None = None) -> list[dict[str, Any]]:
-    """The Service, then per decode endpoint the serve Job and the fetch Job."""
+def preflight_objects(plan: Plan, options: PreflightOptions | None = None, gang: bool = True) -> list[dict[str, Any]]:
+    """The Service, then per decode endpoint the serve Job and the fetch Job. ``gang``: the
+    cluster gang-schedules the engines (qdd.render.gang), which the affinity follows."""
     o = options or PreflightOptions()
     layout = for_plan(plan)
     layout_json = json.dumps(asdict(layout), sort_keys=True, separators=(",", ":"))
     out: list[dict[str, Any]] = [_service(plan)]
     for pair in range(plan.decode.endpoints):
-        jobs = [_job(plan, side, pair, layout_json, o) for side in ("serve", "fetch")]
+        jobs = [_job(plan, side, pair, layout_json, o, gang) for side in ("serve", "fetch")]
         rev = revision(jobs)
         for j in jobs:
             j["metadata"]["labels"][labels.REVISION] = rev

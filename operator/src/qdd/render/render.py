@@ -15,13 +15,14 @@ from .. import labels, names
 from ..hashing import content_hash
 from ..plan import Plan, PodPlan, RolePlan
 from ..plan.router import METRICS_PORT
-from .placement import gpu_node_selector
+from .gang import gang_objects, pod_group
+from .placement import CPU_ONLY_NODE_AFFINITY, gpu_node_selector
 from .preflight import PreflightOptions, preflight_objects
 from .safe import ENV as _env
 from .safe import load, load_all
 
-KIND_ORDER = ["ComputeDomain", "ServiceAccount", "Role", "RoleBinding", "Service", "PodDisruptionBudget", "StatefulSet",
-              "Job", "Pod", "Deployment"]
+KIND_ORDER = ["ComputeDomain", "Workload", "PodGroup", "ServiceAccount", "Role", "RoleBinding", "Service",
+              "PodDisruptionBudget", "StatefulSet", "Job", "Pod", "Deployment"]
 
 
 def revision(pod_specs: list[dict[str, Any]]) -> str:
@@ -29,12 +30,12 @@ def revision(pod_specs: list[dict[str, Any]]) -> str:
     return content_hash(pod_specs, 10)
 
 
-def _ctx(plan: Plan) -> dict[str, Any]:
+def _ctx(plan: Plan, gang: bool) -> dict[str, Any]:
     s = plan.spec
     node_selector = gpu_node_selector(plan)
     src = s.model.source
     return dict(
-        d=plan, engine=s.engine, node_selector=node_selector, tolerations=[t.to_k8s() for t in s.cluster.tolerations],
+        d=plan, gang=gang, engine=s.engine, node_selector=node_selector, tolerations=[t.to_k8s() for t in s.cluster.tolerations],
         same_nvlink_domain=s.cluster.same_nvlink_domain, compute_domain=plan.compute_domain,
         claim_template=names.imex_claim_template(plan.name), image_pull_secrets=s.engine.image_pull_secrets,
         http_port=s.ports.http, dp_rpc_port=s.ports.data_parallel_rpc, shm_size=s.cluster.shm_size,
@@ -44,32 +45,33 @@ def _ctx(plan: Plan) -> dict[str, Any]:
     )
 
 
-def _pod(plan: Plan, role: RolePlan, pod: PodPlan, bare: bool) -> dict[str, Any]:
+def _pod(plan: Plan, role: RolePlan, pod: PodPlan, bare: bool, gang: bool) -> dict[str, Any]:
     rs = plan.spec.prefill if role.role == "prefill" else plan.spec.decode
     extra = {labels.ENDPOINT: str(pod.endpoint), labels.GROUP_ROLE: pod.group_role,
              labels.GROUP_SIZE: str(role.pods_per_endpoint)} if bare else {
         labels.GROUP_ROLE: pod.group_role}
     text = _env.get_template("engine-pod.yaml.j2").render(
-        **_ctx(plan), r=role, pod=pod, bare=bare, pod_labels=extra, subdomain=names.role_set(plan.name, role.role),
-        cpu=rs.cpu, memory=rs.memory)
+        **_ctx(plan, gang), r=role, pod=pod, bare=bare, pod_labels=extra,
+        subdomain=names.role_set(plan.name, role.role), cpu=rs.cpu, memory=rs.memory,
+        pod_group=pod_group(plan, role.role, pod.endpoint) if gang else None)
     return load(text)
 
 
-def _role_objects(plan: Plan, role: RolePlan) -> list[dict[str, Any]]:
+def _role_objects(plan: Plan, role: RolePlan, gang: bool) -> list[dict[str, Any]]:
     name = names.role_set(plan.name, role.role)
     out = load_all(_env.get_template("service-headless.yaml.j2").render(
-        **_ctx(plan), name=name, role=role.role))
+        **_ctx(plan, gang), name=name, role=role.role))
     if role.endpoints > 1:
-        out += load_all(_env.get_template("pdb.yaml.j2").render(**_ctx(plan), name=name, role=role.role))
+        out += load_all(_env.get_template("pdb.yaml.j2").render(**_ctx(plan, gang), name=name, role=role.role))
     if role.uses_statefulset:
-        template = _pod(plan, role, role.pods[0], bare=False)
+        template = _pod(plan, role, role.pods[0], bare=False, gang=gang)
         text = _env.get_template("statefulset.yaml.j2").render(
-            **_ctx(plan), r=role, name=name, pod_template=template)
+            **_ctx(plan, gang), r=role, name=name, pod_template=template)
         out += load_all(text)
         return out
     for ep in range(role.endpoints):
         group = [p for p in role.pods if p.endpoint == ep]
-        pods = [_pod(plan, role, p, bare=True) for p in group]
+        pods = [_pod(plan, role, p, bare=True, gang=gang) for p in group]
         rev = revision([p["spec"] for p in pods])
         for p in pods:
             p["apiVersion"], p["kind"] = "v1", "Pod"
@@ -79,19 +81,24 @@ def _role_objects(plan: Plan, role: RolePlan) -> list[dict[str, Any]]:
     return out
 
 
-def render(plan: Plan) -> list[dict[str, Any]]:
-    """Every object of the deployment, ordered by kind then by name."""
-    ctx = _ctx(plan)
+def render(plan: Plan, gang: bool = True) -> list[dict[str, Any]]:
+    """Every object of the deployment, ordered by kind then by name. ``gang``: the cluster serves
+    the Workload API (scheduling.k8s.io/v1alpha2 PodGroup, gang and topology-aware scheduling on):
+    the Workload and PodGroups of :mod:`.gang` and pods that name their PodGroup; else the
+    fallback, a required pod affinity on the NVLink clique (:mod:`.placement`)."""
+    ctx = _ctx(plan, gang)
     objs: list[dict[str, Any]] = []
     if plan.compute_domain:
         objs += load_all(_env.get_template("computedomain.yaml.j2").render(
             **ctx, cd_name=names.compute_domain(plan.name)))
-    objs += _role_objects(plan, plan.prefill)
-    objs += _role_objects(plan, plan.decode)
+    if gang:
+        objs += gang_objects(plan)
+    objs += _role_objects(plan, plan.prefill, gang)
+    objs += _role_objects(plan, plan.decode, gang)
     if plan.router.replicas > 0:
         objs += load_all(_env.get_template("router.yaml.j2").render(
             **ctx, name=names.router(plan.name), router=plan.router, metrics_port=METRICS_PORT,
-            service_type=plan.spec.router.service_type))
+            service_type=plan.spec.router.service_type, cpu_only_affinity=CPU_ONLY_NODE_AFFINITY))
     order = {k: i for i, k in enumerate(KIND_ORDER)}
     return sorted(objs, key=lambda o: (order[o["kind"]], o["metadata"]["name"]))
 
@@ -120,12 +127,12 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
 _Dumper.add_representer(str, _str)
 
 
-def render_all(plan: Plan) -> list[dict[str, Any]]:
+def render_all(plan: Plan, gang: bool = True) -> list[dict[str, Any]]:
     """Everything the operator applies: :func:`render` plus, unless the spec turns it off, the
     KV-transfer preflight (:func:`qdd.render.preflight.preflight_objects`), in one order."""
-    objs = render(plan)
+    objs = render(plan, gang)
     if plan.spec.kv_transfer.preflight.enabled:
-        objs += preflight_objects(plan, PreflightOptions())
+        objs += preflight_objects(plan, PreflightOptions(), gang)
     order = {k: i for i, k in enumerate(KIND_ORDER)}
     return sorted(objs, key=lambda o: (order[o["kind"]], o["metadata"]["name"]))
 

@@ -1,0 +1,257 @@
+"""Benchmark (not a test): 10 GB200 NVL72 racks, 30 seed-mix deployments applied at once.
+
+On a cluster of ``--racks`` simulated racks (hack/cluster-up.sh, Workload API on), one run:
+  1. the floor: the 30 deployments' objects pre-rendered by ``qdd render`` (gang placement) and
+     applied with one ``kubectl apply``, no operator running → time until every engine pod is
+     bound and Running; then deleted;
+  2. the operator (``qdd run``, started here): the 30 custom resources applied with one
+     ``kubectl apply`` → time until all are Ready (or ``--timeout``), how many are;
+  3. checks: each deployment's engine pods inside one clique; no node holds more GPUs than it has;
+  4. the operator's numbers: peak RSS (VmHWM), API writes per deployment (qdd_api_writes_total),
+     reconcile p50/p99 (from the qdd_reconcile_duration_seconds histogram, linear inside a
+     bucket), CPU (utime + stime) and API writes in ``--idle-seconds`` after convergence.
+The seed mix: prefill 4, 5, 6, 7, 8 x DEP2 in turn, 1 x DEP8 decode (16..24 GPUs; 30 of them ask
+600 of 720 GPUs), the KV-transfer preflight off (its pods would need GPUs beyond the engines' in a
+rack that the mix fills; the engines' placement is what is measured).
+
+Before them (``--affinity-floor``), today's path for comparison: the objects of ``qdd render
+--placement affinity`` (pod affinity on the clique, no gang), how many deployments are whole after
+that many seconds.
+
+Usage: python bench/scale.py [--deployments 30] [--idle-seconds 300] [--timeout 900] [--affinity-floor 120]
+Env: KUBECONFIG/context of the cluster (make bench-scale sets them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+KUBECTL = str(ROOT / ".qdd" / "bin" / "kubectl")
+QDD = str(ROOT / ".qdd" / "venv" / "bin" / "qdd")
+SEED = ROOT / "examples" / "qwen35-397b-4xdep2-1xdep8.yaml"
+CLIQUE = "nvidia.com/gpu.clique"
+NS = "bench-scale"
+
+
+def kubectl(*args: str, input: str | None = None, timeout: float = 300) -> str:
+    p = subprocess.run([KUBECTL, *args], input=input, capture_output=True, text=True, timeout=timeout)
+    if p.returncode:
+        raise RuntimeError(f"kubectl {' '.join(args)}: {p.stderr[-2000:]}")
+    return p.stdout
+
+
+def crs(n: int) -> list[dict[str, Any]]:
+    base = yaml.safe_load(SEED.read_text())
+    out = []
+    for i in range(n):
+        cr = json.loads(json.dumps(base))
+        cr["metadata"] = {"name": f"mix-{i:02d}", "namespace": NS}
+        cr["spec"]["prefill"]["endpoints"] = 4 + i % 5
+        cr["spec"]["kvTransfer"]["preflight"] = {"enabled": False}
+        out.append(cr)
+    return out
+
+
+def engine_pods() -> list[dict[str, Any]]:
+    return json.loads(kubectl("get", "pods", "-n", NS, "-l", "qdd.dev/role in (prefill,decode)", "-o", "json"))["items"]
+
+
+def expected_engine_pods(items: list[dict[str, Any]]) -> int:
+    return sum(c["spec"]["prefill"]["endpoints"] + 2 for c in items)  # DEP2 = 1 pod, DEP8 = 2 pods of 4 GPUs
+
+
+def wait(pred, timeout: float, interval: float = 1.0) -> tuple[float, Any]:
+    t0 = time.perf_counter()
+    while True:
+        got = pred()
+        if got or time.perf_counter() - t0 > timeout:
+            return time.perf_counter() - t0, got
+        time.sleep(interval)
+
+
+def fresh_namespace() -> None:
+    kubectl("delete", "namespace", NS, "--ignore-not-found", "--wait=true", "--timeout=600s", timeout=660)
+    kubectl("create", "namespace", NS)
+    wait(lambda: kubectl("get", "sa", "default", "-n", NS, "--ignore-not-found", "-o", "name").strip(), 60, 0.2)
+
+
+def all_running(want: int) -> bool:
+    pods = engine_pods()
+    return len(pods) == want and all(p["spec"].get("nodeName") and p["status"].get("phase") == "Running" for p in pods)
+
+
+def floor(items: list[dict[str, Any]], timeout: float, placement: str = "gang") -> tuple[float, bool]:
+    fresh_namespace()
+    text = subprocess.run([QDD, "render", "-f", "-", "--placement", placement], input=yaml.safe_dump_all(items),
+                          capture_output=True, text=True, check=True).stdout
+    t0 = time.perf_counter()
+    kubectl("apply", "-f", "-", input=text, timeout=600)
+    _, ok = wait(lambda: all_running(expected_engine_pods(items)), timeout)
+    return time.perf_counter() - t0, bool(ok)
+
+
+def ready_count() -> int:
+    objs = json.loads(kubectl("get", "qdd", "-n", NS, "-o", "json"))["items"]
+    return sum(1 for o in objs if any(c["type"] == "Ready" and c["status"] == "True"
+                                      for c in (o.get("status") or {}).get("conditions") or []))
+
+
+def metrics(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        return r.read().decode()
+
+
+def metric_sum(text: str, name: str) -> float:
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(name + "{") or line.startswith(name + " "))
+
+
+def quantile(text: str, name: str, q: float) -> float:
+    """Quantile of a Prometheus histogram, linear inside the bucket (what histogram_quantile does)."""
+    buckets = []
+    for line in text.splitlines():
+        if line.startswith(name + "_bucket{"):
+            le = line.split('le="', 1)[1].split('"', 1)[0]
+            buckets.append((float("inf") if le == "+Inf" else float(le), float(line.rsplit(" ", 1)[1])))
+    buckets.sort()
+    total = buckets[-1][1]
+    rank, lo, below = q * total, 0.0, 0.0
+    for le, count in buckets:
+        if count >= rank:
+            if le == float("inf"):
+                return lo
+            return lo + (le - lo) * ((rank - below) / max(count - below, 1e-9))
+        lo, below = le, count
+    return lo
+
+
+def proc(pid: int) -> tuple[float, float]:
+    """(CPU seconds so far, peak RSS MiB) of ``pid``."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    hwm = next(int(line.split()[1]) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+               if line.startswith("VmHWM:"))
+    return cpu, hwm / 1024
+
+
+def check_placement() -> tuple[int, int]:
+    """(deployments spanning more than one clique, nodes holding more GPUs than they have)."""
+    nodes = {n["metadata"]["name"]: n for n in json.loads(kubectl("get", "nodes", "-o", "json"))["items"]}
+    per_cr: dict[str, set[str]] = defaultdict(set)
+    used: dict[str, int] = defaultdict(int)
+    for p in engine_pods():
+        node = p["spec"].get("nodeName")
+        if not node:
+            continue
+        per_cr[p["metadata"]["labels"]["qdd.dev/deployment"]].add(nodes[node]["metadata"]["labels"].get(CLIQUE, ""))
+        used[node] += sum(int(c["resources"]["requests"].get("nvidia.com/gpu", 0)) for c in p["spec"]["containers"])
+    split = sum(1 for s in per_cr.values() if len(s) > 1)
+    over = sum(1 for n, g in used.items() if g > int(nodes[n]["status"]["allocatable"].get("nvidia.com/gpu", 0)))
+    return split, over
+
+
+def whole_deployments() -> tuple[int, int]:
+    """(deployments with every engine pod Running, engine pods bound)."""
+    by: dict[str, list[bool]] = defaultdict(list)
+    for p in engine_pods():
+        by[p["metadata"]["labels"]["qdd.dev/deployment"]].append(p["status"].get("phase") == "Running")
+    return sum(1 for v in by.values() if all(v)), sum(sum(v) for v in by.values())
+
+
+def affinity_floor(items: list[dict[str, Any]], settle: float) -> None:
+    """Today's path for comparison: the same objects with the pod affinity on the clique, no gang."""
+    t, ok = floor(items, settle, "affinity")
+    whole, bound = whole_deployments()
+    split, over = check_placement()
+    print(f"affinity path (qdd render --placement affinity + kubectl apply): {whole}/{len(items)} deployments whole, "
+          f"{bound}/{expected_engine_pods(items)} engine pods Running after {t:.0f} s; split: {split}, over-booked: "
+          f"{over}", flush=True)
+
+
+def start_operator(port: int, liveness: int) -> subprocess.Popen:
+    log = open(ROOT / ".qdd" / "bench-scale-operator.log", "w")  # noqa: SIM115 — the process writes it
+    p = subprocess.Popen([QDD, "run", "--metrics-port", str(port), "--liveness-port", str(liveness),
+                          "--resync-seconds", "60"], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    wait(lambda: _live(liveness), 60, 0.2)
+    return p
+
+
+def _live(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--deployments", type=int, default=30)
+    ap.add_argument("--idle-seconds", type=float, default=300)
+    ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--metrics-port", type=int, default=18090)
+    ap.add_argument("--liveness-port", type=int, default=18091)
+    ap.add_argument("--affinity-floor", type=float, default=120, metavar="SECONDS",
+                    help="first apply the objects of today's affinity path and report after SECONDS (0: skip)")
+    a = ap.parse_args()
+    items = crs(a.deployments)
+    gpus = sum(2 * c["spec"]["prefill"]["endpoints"] + 8 for c in items)
+    print(f"{a.deployments} deployments, {gpus} GPUs asked, {expected_engine_pods(items)} engine pods", flush=True)
+
+    if a.affinity_floor > 0:
+        affinity_floor(items, a.affinity_floor)
+    t_floor, floor_ok = floor(items, a.timeout)
+    floor_split, floor_over = check_placement()
+    print(f"floor (qdd render + kubectl apply, no operator): {t_floor:.1f} s, all Running: {floor_ok}, "
+          f"split across cliques: {floor_split}, over-booked nodes: {floor_over}", flush=True)
+
+    fresh_namespace()
+    op = start_operator(a.metrics_port, a.liveness_port)
+    try:
+        m0 = metrics(a.metrics_port)
+        t0 = time.perf_counter()
+        kubectl("apply", "-f", "-", input=yaml.safe_dump_all(items), timeout=600)
+        _, done = wait(lambda: ready_count() == len(items), a.timeout)
+        took = time.perf_counter() - t0
+        ready = ready_count()
+        m1 = metrics(a.metrics_port)
+        split, over = check_placement()
+        writes = metric_sum(m1, "qdd_api_writes_total") - metric_sum(m0, "qdd_api_writes_total")
+        reconciles = metric_sum(m1, "qdd_reconcile_duration_seconds_count")
+        print(f"operator: {ready}/{len(items)} Ready in {took:.1f} s (x{took / t_floor:.2f} the floor); "
+              f"split across cliques: {split}, over-booked nodes: {over}")
+        print(f"  API writes: {writes:.0f} ({writes / len(items):.1f} per deployment); reconciles: {reconciles:.0f}, "
+              f"p50 {quantile(m1, 'qdd_reconcile_duration_seconds', 0.5) * 1000:.0f} ms, "
+              f"p99 {quantile(m1, 'qdd_reconcile_duration_seconds', 0.99) * 1000:.0f} ms", flush=True)
+        cpu0, _ = proc(op.pid)
+        i0 = metrics(a.metrics_port)
+        time.sleep(a.idle_seconds)
+        cpu1, hwm = proc(op.pid)
+        i1 = metrics(a.metrics_port)
+        w = metric_sum(i1, "qdd_api_writes_total") - metric_sum(i0, "qdd_api_writes_total")
+        passes = metric_sum(i1, "qdd_reconcile_duration_seconds_count") - metric_sum(i0, "qdd_reconcile_duration_seconds_count")
+        busy = metric_sum(i1, "qdd_reconcile_duration_seconds_sum") - metric_sum(i0, "qdd_reconcile_duration_seconds_sum")
+        print(f"  steady state ({a.idle_seconds:.0f} s after convergence): CPU {100 * (cpu1 - cpu0) / a.idle_seconds:.2f}% "
+              f"of one core ({cpu1 - cpu0:.1f} s), API writes {w:.0f}, reconciles {passes:.0f} "
+              f"({1000 * busy / max(passes, 1):.0f} ms mean); peak RSS {hwm:.0f} MiB")
+        return 0 if done else 1
+    finally:
+        op.terminate()
+        op.wait(30)
+        kubectl("delete", "namespace", NS, "--ignore-not-found", "--wait=false")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -37,7 +37,12 @@ def run(namespaces: list[str] | None, metrics_port: int, liveness_port: int, res
     prio = default_priority(me) if priority is None else priority
     # Namespaced mode peers through a KopfPeering in each watched namespace; qdd reads the first.
     where = namespaces[0] if namespaces else None
-    leader = Leadership(lambda: Kube().peering_status(peering, where), me, prio)
+    clients: dict[str, Kube] = {}  # one client for the leadership reads, made on first use (after kopf starts)
+
+    def read_peering() -> dict | None:
+        return clients.setdefault("kube", Kube()).peering_status(peering, where)
+
+    leader = Leadership(read_peering, me, prio)
     logging.getLogger("qdd.peering").info("peering %s as %s with priority %d", peering, me, prio)
     register(lambda: Reconciler(Kube(), namespaces), resync_seconds, leader=leader, peering_lifetime=peering_lifetime)
     register_benchmarks(lambda: BenchmarkReconciler(Kube(), namespaces), resync_seconds, leader=leader)

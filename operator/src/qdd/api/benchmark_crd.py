@@ -7,7 +7,7 @@ from typing import Any
 
 from .. import labels
 from .benchmark import KIND, PLURAL, SHORT_NAME, SINGULAR, BenchmarkSpec, BenchmarkStatus
-from .crd import structural
+from .crd import resource_schema
 from .types import DNS1123_SUBDOMAIN
 
 PRINTER_COLUMNS = [
@@ -23,28 +23,15 @@ PRINTER_COLUMNS = [
 
 
 def openapi_schema() -> dict[str, Any]:
-    spec = structural(BenchmarkSpec.model_json_schema(by_alias=True, mode="validation"))
-    status = structural(BenchmarkStatus.model_json_schema(by_alias=True, mode="validation"))
-    spec["description"] = "Which deployment to measure, and how: a concurrency sweep and/or a GSM8K accuracy run."
-    status["description"] = "Results, written by the operator."
-    return {
-        "type": "object",
-        "description": "Benchmark and accuracy runs against a QwenDisaggDeployment's router.",
-        "required": ["spec"],
-        "properties": {
-            "apiVersion": {"type": "string", "description": "Versioned schema of this object: qdd.dev/v1alpha1."},
-            "kind": {"type": "string", "description": f"REST resource this object represents: {KIND}."},
-            # Job and ConfigMap names append up to 16 characters (-accuracy-r20, -sweep-c1048576 is cut).
-            "metadata": {"type": "object", "properties": {"name": {
-                "type": "string", "maxLength": 40,
-                "description": "At most 40 characters: Job and ConfigMap names are built from it."}}},
-            "spec": spec,
-            "status": status,
-        },
-        "x-kubernetes-validations": [{
-            "rule": f"self.metadata.name.matches(r'{DNS1123_SUBDOMAIN}')",
-            "message": "metadata.name must be lowercase letters, digits, '-' and '.'"}],
-    }
+    # Job and ConfigMap names append up to 16 characters (-accuracy-r20, -sweep-c1048576 is cut).
+    return resource_schema(
+        BenchmarkSpec, BenchmarkStatus,
+        description="Benchmark and accuracy runs against a QwenDisaggDeployment's router.", kind=KIND,
+        spec_description="Which deployment to measure, and how: a concurrency sweep and/or a GSM8K accuracy run.",
+        status_description="Results, written by the operator.",
+        name_description="At most 40 characters: Job and ConfigMap names are built from it.",
+        name_rule={"rule": f"self.metadata.name.matches(r'{DNS1123_SUBDOMAIN}')",
+                   "message": "metadata.name must be lowercase letters, digits, '-' and '.'"})
 
 
 def benchmark_crd() -> dict[str, Any]:

@@ -90,32 +90,44 @@ def structural(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> di
     return out
 
 
-def openapi_schema() -> dict[str, Any]:
-    spec = structural(QwenDisaggDeploymentSpec.model_json_schema(by_alias=True, mode="validation"))
-    status = structural(QwenDisaggDeploymentStatus.model_json_schema(by_alias=True, mode="validation"))
-    spec["description"] = "What to serve, on what, for which traffic. See `qdd plan` for the effective sizing."
-    status["description"] = "Observed state, written by the operator."
+def resource_schema(spec_model: Any, status_model: Any, *, description: str, kind: str, spec_description: str,
+                    status_description: str, name_description: str, name_rule: dict[str, str]) -> dict[str, Any]:
+    """The openAPIV3Schema of one of qdd's kinds: apiVersion, kind, a metadata.name of at most 40
+    characters (child names are built from it) checked by ``name_rule`` (CEL), and the structural
+    spec and status of the pydantic models."""
+    spec = structural(spec_model.model_json_schema(by_alias=True, mode="validation"))
+    status = structural(status_model.model_json_schema(by_alias=True, mode="validation"))
+    spec["description"], status["description"] = spec_description, status_description
     return {
         "type": "object",
-        "description": "A prefill/decode disaggregated vLLM deployment of a Qwen3.5 model.",
+        "description": description,
         "required": ["spec"],
         "properties": {
             "apiVersion": {"type": "string", "description": "Versioned schema of this object: qdd.dev/v1alpha1."},
-            "kind": {"type": "string", "description": "REST resource this object represents: QwenDisaggDeployment."},
+            "kind": {"type": "string", "description": f"REST resource this object represents: {kind}."},
             # The API server allows only name/generateName constraints under metadata (no description).
             "metadata": {"type": "object", "properties": {"name": {
-                "type": "string", "maxLength": 40,
-                "description": "At most 40 characters: child object names are built from it."}}},
+                "type": "string", "maxLength": 40, "description": name_description}}},
             "spec": spec,
             "status": status,
         },
-        # Service names and pod hostnames are built from the name: a DNS-1035 label (the API server
-        # itself only asks a DNS-1123 subdomain of custom resources). api/resource.py checks the same.
-        "x-kubernetes-validations": [{
-            "rule": f"self.metadata.name.matches(r'{DNS1035_LABEL}')",
-            "message": "metadata.name must be a DNS label: lowercase letters, digits and '-', starting with a letter "
-                       "and ending with a letter or digit"}],
+        "x-kubernetes-validations": [name_rule],
     }
+
+
+def openapi_schema() -> dict[str, Any]:
+    # Service names and pod hostnames are built from the name: a DNS-1035 label (the API server
+    # itself only asks a DNS-1123 subdomain of custom resources). api/resource.py checks the same.
+    return resource_schema(
+        QwenDisaggDeploymentSpec, QwenDisaggDeploymentStatus,
+        description="A prefill/decode disaggregated vLLM deployment of a Qwen3.5 model.",
+        kind="QwenDisaggDeployment",
+        spec_description="What to serve, on what, for which traffic. See `qdd plan` for the effective sizing.",
+        status_description="Observed state, written by the operator.",
+        name_description="At most 40 characters: child object names are built from it.",
+        name_rule={"rule": f"self.metadata.name.matches(r'{DNS1035_LABEL}')",
+                   "message": "metadata.name must be a DNS label: lowercase letters, digits and '-', starting with a "
+                              "letter and ending with a letter or digit"})
 
 
 PRINTER_COLUMNS = [

@@ -9,8 +9,8 @@ from qdd.plan import Plan, build_plan
 from qdd.render import render
 
 
-def plan_of(cr: dict[str, Any]) -> Plan:
-    return build_plan(parse_resource(cr))
+def plan_of(cr: dict[str, Any], slot: str = "a") -> Plan:
+    return build_plan(parse_resource(cr), slot)
 
 
 def objects_of(cr: dict[str, Any]) -> list[dict[str, Any]]:

@@ -149,8 +149,9 @@ CHANGES = [
      [("StatefulSet", f"{NAME}-prefill")], [("Workload", NAME)]),
     ("router replicas", lambda s: s.setdefault("router", {}).update(replicas=2),
      [("Deployment", f"{NAME}-router")], []),
-    ("engine image (StatefulSet, decode pods, preflight Jobs)",
-     lambda s: s["engine"].update(image="qdd/vllm:0.33.0-cu13-arm64-rebuilt"),
+    # A change of generation (the engine image) is a new slot, not a re-apply: test_rollout.py.
+    ("prefill env (StatefulSet, preflight Jobs: they run with the engine env)",
+     lambda s: s["prefill"].update(extraEnv=[{"name": "VLLM_LOG_STATS_INTERVAL", "value": "5"}]),
      [("StatefulSet", f"{NAME}-prefill")],
      [("Job", f"{NAME}-preflight-serve-0"), ("Job", f"{NAME}-preflight-fetch-0")]),
     ("preflight thresholds (read by the verdict, not rendered)",

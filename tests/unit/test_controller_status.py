@@ -622,6 +622,12 @@ class FakeKube:
             del self.objs[(kind, name)]
         self.writes.append(("delete", kind, name))
 
+    def label_pod(self, namespace: str, name: str, pod_labels: dict) -> None:
+        o = self.objs.get(("Pod", name))
+        if o is not None:
+            o["metadata"]["labels"].update(pod_labels)
+            self.writes.append(("label", "Pod", name))
+
     def patch_status(self, namespace: str, name: str, status: dict) -> None:
         merged = _merge(self.cr.get("status") or {}, stored(status))
         self.cr["status"] = _default(_prune(merged, STATUS_SCHEMA), STATUS_SCHEMA)
@@ -650,7 +656,8 @@ class FakeKube:
                 pods = sts_pods(o, revision=rev)
             elif kind == "Deployment":
                 r = o["spec"].get("replicas", 1)
-                o["status"] = {"observedGeneration": o["metadata"]["generation"], "availableReplicas": r}
+                o["status"] = {"observedGeneration": o["metadata"]["generation"], "availableReplicas": r,
+                               "updatedReplicas": r, "replicas": r}
                 pods = router_pods(o)
             elif kind == "Job":
                 side = o["metadata"]["labels"]["qdd.dev/preflight"]
@@ -658,6 +665,10 @@ class FakeKube:
             elif kind == "ComputeDomain":
                 o["status"] = {"status": "Ready"}
             if kind in ("StatefulSet", "Deployment", "Job"):
+                for p in pods:  # labels added to a pod since (the generation) stay, as on a real pod
+                    before = self.objs.get(("Pod", p["metadata"]["name"]))
+                    if before is not None and not before["metadata"].get("deletionTimestamp"):
+                        p["metadata"]["labels"] = {**before["metadata"]["labels"], **p["metadata"]["labels"]}
                 objs.update({("Pod", p["metadata"]["name"]): p for p in pods})
         self.objs = objs
 
@@ -680,10 +691,14 @@ def test_reconcile_converges_and_then_writes_nothing():
     assert [w for w in writes if w[0] != "apply"] == [("patch-status", "QwenDisaggDeployment", NAME)]
     assert cond(kube.cr["status"], "Ready")["status"] == "False"
     assert conds(kube.cr["status"])["ComputeDomainReady"] == ("False", "NotReady")
-    # the cluster converges: one pass writes the status (and events), then nothing at all
+    # the cluster converges: one pass labels the StatefulSet's new pods with their generation
+    # (templates never carry it) and writes the status (and events), then nothing at all
     kube.settle()
-    assert _reconcile(kube) == [("patch-status", "QwenDisaggDeployment", NAME), ("event", "Normal", "Ready"),
-                                ("event", "Normal", "ComputeDomainReady")]
+    assert _reconcile(kube) == [("label", "Pod", f"{NAME}-prefill-{i}") for i in range(4)] + [
+        ("patch-status", "QwenDisaggDeployment", NAME), ("event", "Normal", "Ready"),
+        ("event", "Normal", "ComputeDomainReady")]
+    assert {kube.objs[("Pod", f"{NAME}-prefill-{i}")]["metadata"]["labels"][labels.GENERATION]
+            for i in range(4)} == {plan_of(SEED).generation}
     assert cond(kube.cr["status"], "Ready")["status"] == "True"
     assert _reconcile(kube) == []
     assert _reconcile(kube) == []
@@ -695,8 +710,10 @@ def test_reconcile_after_a_preflight_rerun_does_not_rewrite_status_forever():
     kube.settle()
     _reconcile(kube)
     assert kube.cr["status"]["kvTransfer"]["passed"] is True
-    # a new engine image: StatefulSet re-applied, preflight Jobs replaced, decode group rolled
-    kube.cr = with_spec(kube.cr, lambda s: s["engine"].update(image="qdd/vllm:other"))
+    # a new engine env on both roles (the generation stays: a new image is a Surge, test_rollout.py):
+    # StatefulSet re-applied, preflight Jobs replaced, decode group rolled
+    env = [{"name": "VLLM_LOG_STATS_INTERVAL", "value": "5"}]
+    kube.cr = with_spec(kube.cr, lambda s: (s["prefill"].update(extraEnv=env), s["decode"].update(extraEnv=env)))
     writes = _reconcile(kube)
     assert ("apply", "StatefulSet", f"{NAME}-prefill") in writes
     assert {w for w in writes if w[0] == "delete"} == {
@@ -770,7 +787,7 @@ def test_a_crash_in_plan_or_render_is_plan_valid_false_not_an_operator_error(mon
     PlanValid=False, the message naming the exception, a Warning event, and nothing applied."""
     import qdd.controller.reconcile as rec
 
-    def boom(plan, gang):
+    def boom(plan, gang, serving=None):
         raise ZeroDivisionError("division by zero")
 
     monkeypatch.setattr(rec, "render_all", boom)
@@ -803,9 +820,9 @@ def test_an_unchanged_spec_is_planned_and_rendered_once_a_changed_one_again(monk
     calls = []
     real = rec.render_all
 
-    def counting(plan, gang):
+    def counting(plan, gang, serving=None):
         calls.append(plan.spec.workload.concurrency)
-        return real(plan, gang)
+        return real(plan, gang, serving)
 
     monkeypatch.setattr(rec, "render_all", counting)
     monkeypatch.setattr(rec, "_RENDERED", type(rec._RENDERED)())

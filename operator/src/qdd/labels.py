@@ -20,6 +20,16 @@ GROUP_SIZE = f"{GROUP}/group-size"
 with that many pods (a DEP8 → DEP16 change rolls groups instead of reading them as broken)."""
 REVISION = f"{GROUP}/revision"
 """Hash of the rendered pod template of one endpoint; a change means the endpoint is rolled."""
+GENERATION = f"{GROUP}/generation"
+"""Hash of everything prefill and decode must agree on or that changes what the engines load
+(qdd.plan.generation): on every engine pod, StatefulSet and per-slot object. The router pairs a
+prefill and a decode only when this label is equal; a change of it is a new generation, rolled by
+``spec.rollout.strategy`` (qdd.controller.rollout)."""
+SLOT = f"{GROUP}/slot"
+"""``a`` | ``b``: the two places a generation's engine objects live in (qdd.names). Objects made
+before generations existed carry no slot label and are slot ``a``."""
+SERVING_GENERATION = f"{GROUP}/serving-generation"
+"""Annotation of the router Deployment: ``<generation>/<slot>`` its selectors send traffic to."""
 ON_CHANGE = f"{GROUP}/on-change"
 """Annotation of an immutable child (a Workload or PodGroup, qdd.render.gang): ``replace`` (deleted
 when it changed, created again by a later pass) or ``keep`` (created once, never changed)."""

@@ -43,4 +43,6 @@ class Reason:
     ENDPOINTS_NOT_READY = "EndpointsNotReady"
     INSUFFICIENT_NVLINK_DOMAIN_CAPACITY = "InsufficientNVLinkDomainCapacity"
     ROLLING_OUT = "RollingOut"
+    GENERATION_ROLLING_OUT = "NewGenerationRollingOut"
+    RECREATING = "Recreating"
     RECONCILE_COMPLETE = "ReconcileComplete"

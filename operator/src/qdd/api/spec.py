@@ -318,6 +318,15 @@ class RouterSpec(ApiModel):
     service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = Field("ClusterIP", description="Type of the router Service.")
 
 
+class RolloutSpec(ApiModel):
+    """How a new generation replaces the serving one (qdd.plan.generation: a change of the engine
+    image or version, the model or its revision, cache dtypes, speculative settings, TP, the
+    connector). Changes that keep the generation (endpoint counts, per-role sizing) roll per role,
+    one endpoint at a time, whatever the strategy."""
+
+    strategy: Literal["Surge", "Recreate"] = Field("Surge", description="Surge: bring up the whole new generation (prefill and decode) next to the serving one when GPUs allow, pass its KV-transfer preflight, switch the router to it, then delete the old one: no moment without a serving generation, and a prefill never pairs with a decode of the other generation. It needs the deployment's GPUs twice; until they are free the new generation waits (Pending, nothing bound under gang scheduling) and the old one serves. Recreate: delete the serving generation, then start the new one: no extra GPUs, Ready=False (Recreating) until it is up.")
+
+
 class QwenDisaggDeploymentSpec(ApiModel):
     model_config = ApiModel.model_config | {"json_schema_extra": cel_rules(SPEC_RULES)}
 
@@ -331,3 +340,4 @@ class QwenDisaggDeploymentSpec(ApiModel):
     kv_transfer: KVTransferSpec = Field(default_factory=KVTransferSpec, json_schema_extra={"default": {}}, description="NIXL KV transfer between roles.")
     ports: PortsSpec = Field(default_factory=PortsSpec, json_schema_extra={"default": {}}, description="Engine ports.")
     router: RouterSpec = Field(default_factory=RouterSpec, json_schema_extra={"default": {}}, description="The P/D router in front.")
+    rollout: RolloutSpec = Field(default_factory=RolloutSpec, json_schema_extra={"default": {}}, description="How a change of generation is rolled out.")

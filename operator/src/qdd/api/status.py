@@ -49,6 +49,14 @@ class KVTransferStatus(ApiModel):
     reason: str | None = Field(None, description="Why it passed or failed.")
 
 
+class RolloutStatus(ApiModel):
+    generation: str | None = Field(None, description="Generation of the current spec (qdd.dev/generation: a hash of what prefill and decode must agree on).")
+    slot: str | None = Field(None, description="Slot (a or b) the current generation's engine objects are named for.")
+    serving: str | None = Field(None, description="<generation>/<slot> the router sends traffic to.")
+    phase: str | None = Field(None, description="Stable, Surging (the new generation comes up next to the serving one), Switching (the router moves to it), Superseding (a newer edit: the half-made generation goes first), Recreating (the old generation goes first).")
+    previous: str | None = Field(None, description="The generation being replaced, while it still has objects.")
+
+
 class QwenDisaggDeploymentStatus(ApiModel):
     observed_generation: int | None = Field(None, description="metadata.generation of the spec the status describes.")
     conditions: list[Condition] = Field(default_factory=list, description=", ".join(conditions.TYPES) + ".")
@@ -64,4 +72,5 @@ class QwenDisaggDeploymentStatus(ApiModel):
     router_endpoint: str | None = Field(None, description="In-cluster URL of the router.")
     kv_transfer: KVTransferStatus | None = Field(None, description="KV-transfer preflight result.")
     prefill_pods: dict[str, str] | None = Field(None, description="UIDs of the prefill pods at the last reconcile, by name: a name with a new UID is a replaced prefill engine (peer restart).")
+    rollout: RolloutStatus | None = Field(None, description="Which generation is current and which one serves.")
     peer_restart: str | None = Field(None, description="Why decode groups were recycled after a prefill pod was replaced (their NIXL state of the old engine); cleared when decode is all Ready again.")

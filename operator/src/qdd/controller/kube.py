@@ -155,6 +155,17 @@ class Kube:
         except NotFoundError:
             pass
 
+    def label_pod(self, namespace: str, name: str, pod_labels: dict[str, str]) -> None:
+        """Merge-patch labels onto a pod (metadata is mutable; the pod is not restarted). A pod
+        gone since it was listed is not an error."""
+        try:
+            self.core.patch_namespaced_pod(name, namespace, {"metadata": {"labels": pod_labels}},
+                                           _request_timeout=TIMEOUT)
+            API_WRITES.labels("patch", "Pod").inc()
+        except ApiException as e:
+            if e.status != 404:
+                raise
+
     def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         """Merge-patch the status. A resource deleted since it was read is not an error: its
         status is gone with it (a status write racing a deletion)."""

@@ -16,7 +16,7 @@ import time
 from collections import OrderedDict
 from typing import Any
 
-from .. import labels
+from .. import labels, names
 from ..api import parse_resource
 from ..api.conditions import Reason
 from ..errors import SpecError
@@ -30,9 +30,10 @@ from . import metrics
 from .children import diff, key, with_owner
 from .groups import group_states, groups_to_delete, pods_to_create
 from .kube import Kube
+from .rollout import Rollout, decide, pods_to_label, recorded_serving, router_settled, slot_of, switched
 from .peers import prefill_pod_uids, replaced, stale_decode_groups
 from .placement import INSUFFICIENT, Stuck, free_by_domain, placed, stuck_pods, unschedulable
-from .status import Observed, compute_status, status_patch
+from .status import Observed, compute_status, ready_ignoring_rollout, rollout_status, status_patch
 
 log = logging.getLogger("qdd.reconcile")
 
@@ -57,17 +58,19 @@ planning and rendering (cProfile, bench/README.md)."""
 _RENDERED_LOCK = threading.Lock()
 
 
-def _desired_cached(cr: dict[str, Any], gang: bool) -> tuple[Plan | None, list[dict[str, Any]], list[str]]:
-    """:func:`_desired`, reused for the same resource, spec and placement; the caller gets copies."""
+def _desired_cached(cr: dict[str, Any], gang: bool, slot: str = "a", serving: tuple[str, str] | None = None) -> tuple[
+        Plan | None, list[dict[str, Any]], list[str]]:
+    """:func:`_desired`, reused for the same resource, spec, placement, slot and serving generation;
+    the caller gets copies."""
     meta = cr["metadata"]
     k = (meta.get("uid"), meta.get("namespace"), meta.get("name"), cr.get("apiVersion"), cr.get("kind"),
-         content_hash(cr.get("spec"), 32), gang)
+         content_hash(cr.get("spec"), 32), gang, slot, serving)
     with _RENDERED_LOCK:
         hit = _RENDERED.get(k)
         if hit is not None:
             _RENDERED.move_to_end(k)
     if hit is None:
-        hit = _desired(cr, gang)
+        hit = _desired(cr, gang, slot, serving)
         with _RENDERED_LOCK:
             _RENDERED[k] = hit
             while len(_RENDERED) > _RENDERED_MAX:
@@ -76,13 +79,14 @@ def _desired_cached(cr: dict[str, Any], gang: bool) -> tuple[Plan | None, list[d
     return plan, copy.deepcopy(desired), list(errors)
 
 
-def _desired(cr: dict[str, Any], gang: bool) -> tuple[Plan | None, list[dict[str, Any]], list[str]]:
+def _desired(cr: dict[str, Any], gang: bool, slot: str = "a", serving: tuple[str, str] | None = None) -> tuple[
+        Plan | None, list[dict[str, Any]], list[str]]:
     """(plan, the children it wants — exactly what `qdd render` prints, plus ownership — and the
     plan errors). ``gang``: the cluster serves the Workload API (render's gang placement). Any failure, a bug included, is errors and no children, never an exception: one
     resource must not stop the reconciles of the others."""
     try:
-        plan = build_plan(parse_resource(cr))
-        return plan, [with_owner(o, cr) for o in render_all(plan, gang)], []
+        plan = build_plan(parse_resource(cr), slot)
+        return plan, [with_owner(o, cr) for o in render_all(plan, gang, serving)], []
     except SpecError as e:
         return None, [], [str(x) for x in e.errors]
     except Exception as e:  # noqa: BLE001
@@ -165,18 +169,64 @@ class Reconciler:
         metrics.MANAGED.set(len(self.managed))
         plan, desired, errors = _desired_cached(cr, self.gang)
         observed = kube.list_children(namespace, name)
-        states = group_states(desired, observed) if plan else []
-        peer_restart = None
-        if plan is not None:  # nothing half-applied: children change only for a fully valid plan
-            peer_restart = self._recycle_peers_of_replaced_prefill(cr, plan, observed, states)
-            wrote = self._converge(cr, desired, observed, states) or peer_restart is not None
-            if wrote is None:
-                return "gone"  # the namespace is being deleted: so is the custom resource
-            if wrote:
-                observed = kube.list_children(namespace, name)
-                states = group_states(desired, observed)
-        status = self._status(cr, plan, errors, desired, observed, states, peer_restart)
-        return "invalid" if errors else ("ready" if _cond(status, "Ready").get("status") == "True" else "progressing")
+        if plan is None:  # nothing half-applied: children change only for a fully valid plan
+            status = self._status(cr, None, errors, [], observed, [], None, None)
+            return "invalid"
+        r = self._rollout(cr, plan, observed)
+        plan, desired, view, states = self._target(cr, r, observed)
+        if r.phase == "Surging" and ready_ignoring_rollout(self._status_of(cr, plan, desired, view, states, None, None)):
+            r = switched(r, True)
+            self.kube.event(cr, "Normal", "GenerationReady",
+                            f"generation {r.generation} (slot {r.target}) is Ready: the router now sends traffic "
+                            f"to it; generation {r.previous} is deleted once the router has rolled")
+            plan, desired, view, states = self._target(cr, r, observed)
+        peer_restart = self._recycle_peers_of_replaced_prefill(cr, plan, view, states)
+        wrote = self._converge(cr, desired, view, states) or peer_restart is not None
+        if wrote is None:
+            return "gone"  # the namespace is being deleted: so is the custom resource
+        wrote = self._retire(cr, r, observed) or wrote
+        if wrote:
+            observed = kube.list_children(namespace, name)
+            _, _, view, states = self._target(cr, r, observed)
+        status = self._status(cr, plan, errors, desired, view, states, peer_restart, r)
+        return "ready" if _cond(status, "Ready").get("status") == "True" else "progressing"
+
+    def _rollout(self, cr: dict[str, Any], plan: Plan, observed: list[dict[str, Any]]) -> Rollout:
+        """This pass's step of a change of generation (qdd.controller.rollout)."""
+        router = names.router(plan.name)
+        return decide(plan.generation, plan.spec.rollout.strategy, observed,
+                      recorded_serving(observed, router, cr.get("status")), router_settled(observed, router))
+
+    def _target(self, cr: dict[str, Any], r: Rollout, observed: list[dict[str, Any]]) -> tuple[
+            Plan, list[dict[str, Any]], list[dict[str, Any]], list[Any]]:
+        """(plan, desired children, observed children, group states) of the target slot and the
+        shared objects: the other slot's objects are the rollout's business (:meth:`_retire`).
+        While the target slot waits (``hold``), its objects are neither created nor pruned."""
+        # The router of a plan serves the plan's own generation by default: the same render (cached).
+        plan, desired, _ = _desired_cached(cr, self.gang, r.target, None if r.serves_target else r.serving)
+        assert plan is not None  # the slot-a plan of the same spec was valid
+        view = [o for o in observed if slot_of(o) in (None, r.target)]
+        if r.hold:
+            desired = [d for d in desired if slot_of(d) is None]
+            view = [o for o in view if slot_of(o) is None]
+        return plan, desired, view, group_states(desired, view)
+
+    def _retire(self, cr: dict[str, Any], r: Rollout, observed: list[dict[str, Any]]) -> bool:
+        """Delete the per-slot objects of the slots the rollout retires, label the engine pods that
+        lack their generation; True when it wrote."""
+        namespace, wrote = cr["metadata"]["namespace"], False
+        for slot in r.delete:
+            mine = [o for o in observed if slot_of(o) == slot and not o["metadata"].get("deletionTimestamp")]
+            if mine:
+                log.info("%s/%s: deleting slot %s (%d objects) for generation %s", namespace, cr["metadata"]["name"],
+                         slot, len(mine), r.generation)
+            for o in mine:
+                self.kube.delete(o["apiVersion"], o["kind"], namespace, o["metadata"]["name"])
+                wrote = True
+        for pod, gen in pods_to_label(observed, {r.target: r.generation}):
+            self.kube.label_pod(namespace, pod, {labels.GENERATION: gen})
+            wrote = True
+        return wrote
 
     def _recycle_peers_of_replaced_prefill(self, cr: dict[str, Any], plan: Plan, observed: list[dict[str, Any]],
                                            states: list[Any]) -> str | None:
@@ -237,20 +287,32 @@ class Reconciler:
             wrote = True
         return wrote
 
-    def _status(self, cr: dict[str, Any], plan: Plan | None, errors: list[str], desired: list[dict[str, Any]],
-                observed: list[dict[str, Any]], states: list[Any], peer_restart: str | None = None) -> dict[str, Any]:
-        """Compute the status from what is observed, write it when it changed, post the events and
-        metrics of its transitions."""
-        kube, namespace, name = self.kube, cr["metadata"]["namespace"], cr["metadata"]["name"]
-        cd_ready = kube.compute_domain_ready(namespace, name) if plan is not None and plan.compute_domain else None
+    def _status_of(self, cr: dict[str, Any], plan: Plan | None, desired: list[dict[str, Any]],
+                   observed: list[dict[str, Any]], states: list[Any], peer_restart: str | None,
+                   rollout: Rollout | None, errors: list[str] | None = None) -> dict[str, Any]:
+        """The status computed from what is observed (not written)."""
+        cd_ready = None
+        if plan is not None and plan.compute_domain:
+            cd = next((o for o in observed if o["kind"] == "ComputeDomain"
+                       and o["metadata"]["name"] == names.compute_domain(plan.name, plan.slot)), None)
+            cd_ready = cd is not None and (cd.get("status") or {}).get("status") == "Ready"
         preflight = [o for o in desired if o["metadata"]["labels"].get(labels.ROLE) == PREFLIGHT_ROLE]
         kv = None
         if plan is not None and preflight:
             pf = plan.spec.kv_transfer.preflight
             kv = kv_transfer_verdict(preflight, observed, Thresholds(min_bulk_gbps=pf.min_bulk_gbps,
                                                                      max_request_ms=pf.max_request_ms))
-        status = compute_status(cr, plan, errors, Observed({key(o): o for o in observed}, states), _now(), cd_ready,
-                                kv, peer_restart, self._placed(plan, desired, observed) if plan is not None else None)
+        return compute_status(cr, plan, errors or [], Observed({key(o): o for o in observed}, states), _now(), cd_ready,
+                              kv, peer_restart, self._placed(plan, desired, observed) if plan is not None else None,
+                              rollout_status(rollout) if rollout is not None else None)
+
+    def _status(self, cr: dict[str, Any], plan: Plan | None, errors: list[str], desired: list[dict[str, Any]],
+                observed: list[dict[str, Any]], states: list[Any], peer_restart: str | None = None,
+                rollout: Rollout | None = None) -> dict[str, Any]:
+        """Compute the status from what is observed, write it when it changed, post the events and
+        metrics of its transitions."""
+        kube, namespace, name = self.kube, cr["metadata"]["namespace"], cr["metadata"]["name"]
+        status = self._status_of(cr, plan, desired, observed, states, peer_restart, rollout, errors)
         old = cr.get("status") or {}
         patch = status_patch(old, status)
         if patch is not None:

@@ -19,6 +19,7 @@ from ..plan.summary import summary
 from ..preflight.verdict import Verdict
 from .groups import GroupState, pod_ready
 from .peers import prefill_pod_uids
+from .rollout import Rollout
 
 
 @dataclass(frozen=True)
@@ -41,8 +42,8 @@ class RoleCount:
     present_endpoints: int
 
 
-def _sts_role(obs: Observed, cr: str, role: str, endpoints: int, gpus_per_pod: int) -> RoleCount:
-    sts = obs.children.get(("StatefulSet", names.role_set(cr, role)))
+def _sts_role(obs: Observed, cr: str, role: str, endpoints: int, gpus_per_pod: int, slot: str) -> RoleCount:
+    sts = obs.children.get(("StatefulSet", names.statefulset(cr, role, slot)))
     pods = [p for p in obs.of_kind("Pod") if (p["metadata"].get("labels") or {}).get(labels.ROLE) == role
             and any(r.get("kind") == "StatefulSet" for r in p["metadata"].get("ownerReferences") or [])]
     st = (sts or {}).get("status") or {}
@@ -106,7 +107,7 @@ def _role_counts(cr: dict[str, Any], plan: Plan | None, obs: Observed, role: str
         return RoleCount(int(((cr.get("spec") or {}).get(role) or {}).get("endpoints") or 0), 0, 0, 0, 0)
     r = plan.prefill if role == "prefill" else plan.decode
     if r.uses_statefulset:
-        return _sts_role(obs, cr["metadata"]["name"], role, r.endpoints, r.gpus_per_pod)
+        return _sts_role(obs, cr["metadata"]["name"], role, r.endpoints, r.gpus_per_pod, plan.slot)
     return _group_role(obs, role, r.endpoints, r.gpus_per_endpoint)
 
 
@@ -144,6 +145,14 @@ class _Facts:
     """Decode groups recycled after a prefill replacement, until decode is all Ready again."""
     placed: tuple[bool | None, str, str] | None = None
     """(status, reason, message) of Placed (qdd.controller.placement), None without a plan."""
+    rollout: dict[str, Any] | None = None
+    """status.rollout (:func:`rollout_status`); None: not known in this pass (Ready ignores it)."""
+
+    @property
+    def serving_current(self) -> bool:
+        """The router serves this spec's generation in the slot the counts are of."""
+        r = self.rollout
+        return r is None or r["serving"] == f"{r['generation']}/{r['slot']}"
 
     @property
     def no_domain_fits(self) -> bool:
@@ -173,7 +182,12 @@ class _Facts:
     @property
     def all_ready(self) -> bool:
         return (self.valid and self.cd_ok and self.endpoints_ready and self.router_ok
-                and (self.kv is None or self.kv.passed))
+                and (self.kv is None or self.kv.passed) and self.serving_current and not self.replacing)
+
+    @property
+    def replacing(self) -> bool:
+        """A generation being replaced still has objects (Recreate: until its pods are gone)."""
+        return self.rollout is not None and self.rollout["phase"] == "Recreating"
 
     @property
     def counts(self) -> str:
@@ -195,7 +209,7 @@ def _compute_domain(f: _Facts) -> dict[str, Any]:
         return _cond(C.COMPUTE_DOMAIN_READY, True, Reason.NOT_REQUIRED, "", f.generation)
     ok = f.compute_domain_ready
     return _cond(C.COMPUTE_DOMAIN_READY, ok, Reason.COMPUTE_DOMAIN_READY if ok else Reason.COMPUTE_DOMAIN_NOT_READY,
-                 f"ComputeDomain {names.compute_domain(f.name)} is "
+                 f"ComputeDomain {names.compute_domain(f.name, f.plan.slot if f.plan else 'a')} is "
                  + ("Ready" if ok else "not Ready yet (waiting for the NVIDIA DRA driver)"), f.generation)
 
 
@@ -218,8 +232,20 @@ def _kv_transfer(f: _Facts) -> dict[str, Any]:
 
 def _ready(f: _Facts) -> dict[str, Any]:
     """Ready, with the first cause that holds it back as the reason."""
+    r = f.rollout
     if f.errors:
         reason, msg = Reason.INVALID_SPEC, f.errors_text
+    elif r is not None and r["phase"] == "Recreating":
+        reason, msg = Reason.RECREATING, (f"generation {r['generation']} replaces {r.get('previous') or 'the previous'} "
+                                          f"(spec.rollout.strategy Recreate): the old generation's pods are deleted first, "
+                                          f"nothing serves meanwhile; {f.counts}")
+    elif r is not None and not f.serving_current:
+        prev, serving = r.get("previous"), r["serving"].split("/")
+        why = ("the slot still holds pods of a superseded generation, which go first; " if r["phase"] == "Superseding"
+               else "")
+        reason, msg = Reason.GENERATION_ROLLING_OUT, (
+            f"generation {r['generation']} (slot {r['slot']}) is coming up next to generation {prev or serving[0]} "
+            f"(slot {serving[1]}), which serves until the new one is Ready; {why}new generation: {f.counts}")
     elif f.no_domain_fits and f.placed is not None:
         reason, msg = Reason.INSUFFICIENT_NVLINK_DOMAIN_CAPACITY, f"{f.counts}; {f.placed[2]}"
     elif not f.cd_ok:
@@ -295,10 +321,23 @@ def _prefill_record(cr: dict[str, Any], plan: Plan | None, obs: Observed) -> dic
     return {n: uid for n, uid in sorted(recorded.items()) if n in desired and n not in current} | current
 
 
+def rollout_status(r: Rollout) -> dict[str, Any]:
+    """status.rollout: the current generation and its slot, what the router serves, the phase."""
+    return drop_none({"generation": r.generation, "slot": r.target, "serving": f"{r.serving[0]}/{r.serving[1]}",
+                      "phase": r.phase, "previous": r.previous})
+
+
+def ready_ignoring_rollout(status: dict[str, Any]) -> bool:
+    """Ready as computed without a rollout: the target slot's endpoints, preflight and
+    ComputeDomain are all there (the Surge's switch condition)."""
+    return any(c.get("type") == C.READY and c.get("status") == "True" for c in status.get("conditions") or [])
+
+
 def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs: Observed, now: str,
                    compute_domain_ready: bool | None, kv: Verdict | None = None,
                    peer_restart: str | None = None,
-                   placed: tuple[bool | None, str, str] | None = None) -> dict[str, Any]:
+                   placed: tuple[bool | None, str, str] | None = None,
+                   rollout: dict[str, Any] | None = None) -> dict[str, Any]:
     """The whole ``.status``, a pure function of the resource and what was observed. ``errors``:
     plan errors (empty when the spec is valid). ``compute_domain_ready``: None when no
     ComputeDomain is used. ``kv``: the KV-transfer preflight's verdict, None when it is off.
@@ -314,7 +353,7 @@ def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs
         peer_restart = (cr.get("status") or {}).get("peerRestart")
     f = _Facts(name, meta.get("generation"), plan, errors, _role_counts(cr, plan, obs, "prefill"),
                decode, _router_available(plan, obs, name), compute_domain_ready, kv,
-               broken, _unschedulable(obs), peer_restart, placed if plan is not None else None)
+               broken, _unschedulable(obs), peer_restart, placed if plan is not None else None, rollout)
     p, d = f.prefill, f.decode
     status: dict[str, Any] = {
         "observedGeneration": f.generation,
@@ -328,6 +367,7 @@ def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs
         "selector": f"{labels.DEPLOYMENT}={name},{labels.ROLE}=prefill",
         "peerRestart": peer_restart,
         "prefillPods": _prefill_record(cr, plan, obs) or None,
+        "rollout": rollout if rollout is not None else (cr.get("status") or {}).get("rollout"),
     }
     if plan is not None:
         status.update(_plan_status(plan, name, meta.get("namespace") or "default", kv, obs))

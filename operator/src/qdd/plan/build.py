@@ -18,6 +18,7 @@ from .args import check_extra, check_roles_match, extra_env, kv_transfer_config
 from .flags import RoleContext, max_model_len, role_flags
 from .all2all import all2all_problems
 from .capacity import RankMemory, decode_capacity_check, gdn_block_limit, weights_fit_errors
+from .generation import generation_id
 from .router import router_plan
 from .sizing import RoleSizing
 from .types import EnvEntry, Plan, PodPlan, RolePlan
@@ -224,14 +225,14 @@ def _decode_sizing_errors(spec: QwenDisaggDeploymentSpec, s: RoleSizing, k: int)
     return errors
 
 
-def _pod_flags(names_of: tuple[str, str, str], role: str, ep: int, idx: int, pods_per: int, dp_local: int,
+def _pod_flags(names_of: tuple[str, str, str, str], role: str, ep: int, idx: int, pods_per: int, dp_local: int,
                spec: QwenDisaggDeploymentSpec, rs: RoleSpec) -> list[str]:
     """The flags that differ between the pods of one endpoint (ENGINE_FLAGS rows without a render):
     the DP layout over the endpoint's pods, the HTTP port and API servers of the leader."""
-    plan_name, namespace, _ = names_of
+    plan_name, namespace, _, slot = names_of
     argv: list[str] = []
     if pods_per > 1:
-        leader_dns = names.pod_dns(names.group_pod(plan_name, role, ep, 0), plan_name, role, namespace)
+        leader_dns = names.pod_dns(names.group_pod(plan_name, role, ep, 0, slot), plan_name, role, namespace)
         argv += ["--data-parallel-size-local", str(dp_local), "--data-parallel-address", leader_dns,
                  "--data-parallel-rpc-port", str(spec.ports.data_parallel_rpc)]
         if idx > 0:
@@ -245,7 +246,7 @@ def _pod_flags(names_of: tuple[str, str, str], role: str, ep: int, idx: int, pod
 
 
 def _role(plan_name: str, namespace: str, role: str, spec: QwenDisaggDeploymentSpec, r: _Resolved,
-          role_sizing: RoleSizing) -> tuple[RolePlan, list[FieldError]]:
+          role_sizing: RoleSizing, slot: str = "a") -> tuple[RolePlan, list[FieldError]]:
     """One role's pods (argv from the ENGINE_FLAGS table, env, ranks, ports) and its errors."""
     rs: PrefillSpec | DecodeSpec = spec.prefill if role == "prefill" else spec.decode
     t, tu, profile = rs.topology, rs.tuning, r.profile
@@ -263,9 +264,9 @@ def _role(plan_name: str, namespace: str, role: str, spec: QwenDisaggDeploymentS
     for ep in range(rs.endpoints):
         for idx in range(pods_per):
             start = idx * dp_local
-            pod_name = (names.group_pod(plan_name, role, ep, idx) if pods_per > 1
-                        else names.statefulset_pod(plan_name, role, ep))
-            argv = first + _pod_flags((plan_name, namespace, role), role, ep, idx, pods_per, dp_local, spec, rs) + after
+            pod_name = (names.group_pod(plan_name, role, ep, idx, slot) if pods_per > 1
+                        else names.statefulset_pod(plan_name, role, ep, slot))
+            argv = first + _pod_flags((plan_name, namespace, role, slot), role, ep, idx, pods_per, dp_local, spec, rs) + after
             pods.append(PodPlan(
                 name=pod_name, role=role, endpoint=ep, group_role="leader" if idx == 0 else "worker",
                 argv=tuple(argv), env=env, gpus=gpus_per_pod, dp_size_local=dp_local, dp_start_rank=start,
@@ -399,10 +400,11 @@ def _prefill_sizing_errors(spec: QwenDisaggDeploymentSpec, s: RoleSizing, defaul
     return []
 
 
-def build_plan(resource: Resource) -> Plan:
+def build_plan(resource: Resource, slot: str = "a") -> Plan:
     """Plan a parsed resource: resolve the catalog entries, size both roles, check their memory,
-    assemble their pods, predict the decode capacity, check placement. Raises :class:`SpecError`
-    with every problem found."""
+    assemble their pods, predict the decode capacity, check placement. ``slot``: which of the two
+    slots (qdd.names) the engine pods are named for; the generation does not depend on it.
+    Raises :class:`SpecError` with every problem found."""
     spec, w = resource.spec, resource.spec.workload
     r = _resolve(spec)
     errors = check_roles_match(spec.prefill, spec.decode) + _speculative_errors(spec, r.checkpoint)
@@ -415,16 +417,18 @@ def build_plan(resource: Resource) -> Plan:
     m = RankMemory(r.checkpoint, r.gpu, r.profile, r.kv_cache_dtype, speculative_tokens(spec), r.gpus_per_node,
                    max_model_len(spec))
     prefill_sizing, decode_sizing, sizing_errors, warnings = _sizing(spec, r, m)
-    prefill, prefill_errors = _role(resource.name, resource.namespace, "prefill", spec, r, prefill_sizing)
-    decode, decode_errors = _role(resource.name, resource.namespace, "decode", spec, r, decode_sizing)
+    prefill, prefill_errors = _role(resource.name, resource.namespace, "prefill", spec, r, prefill_sizing, slot)
+    decode, decode_errors = _role(resource.name, resource.namespace, "decode", spec, r, decode_sizing, slot)
     cap, cap_errors, cap_warnings = decode_capacity_check(spec, m, decode_sizing, decode.gpus_per_endpoint)
     errors += sizing_errors + prefill_errors + decode_errors + cap_errors + _placement_errors(spec, r, prefill, decode)
     warnings += cap_warnings + list(prefill.warnings) + list(decode.warnings) + _spec_warnings(spec)
     if errors:
         raise SpecError(errors)
     compute_domain = r.gpu.multi_node_nvlink if spec.cluster.compute_domain is None else spec.cluster.compute_domain
+    gen = generation_id(spec, r.kv_cache_dtype, (prefill.pods or decode.pods)[0].argv)
     return Plan(name=resource.name, namespace=resource.namespace, spec=spec, checkpoint=r.checkpoint, gpu=r.gpu,
                 profile=r.profile, served_model_name=r.served, kv_cache_dtype=r.kv_cache_dtype,
                 kv_cache_dtype_source=r.kv_cache_dtype_source, prefill=prefill, decode=decode,
-                router=router_plan(resource.name, resource.namespace, spec), capacity=cap,
-                compute_domain=compute_domain, gpus_per_node=r.gpus_per_node, warnings=tuple(warnings))
+                router=router_plan(resource.name, resource.namespace, spec, gen), capacity=cap,
+                compute_domain=compute_domain, gpus_per_node=r.gpus_per_node, warnings=tuple(warnings),
+                generation=gen, slot=slot)

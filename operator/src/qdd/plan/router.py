@@ -11,14 +11,17 @@ from .types import RouterPlan
 METRICS_PORT = ROUTER_METRICS_PORT
 
 
-def selector(cr: str, role: str) -> list[str]:
-    """Pods that serve HTTP for a role: every endpoint's leader (headless workers serve nothing)."""
-    return [f"{labels.DEPLOYMENT}={cr}", f"{labels.ROLE}={role}", f"{labels.GROUP_ROLE}=leader"]
+def selector(cr: str, role: str, generation: str) -> list[str]:
+    """Pods that serve HTTP for a role: every endpoint's leader (headless workers serve nothing) of
+    one generation: a prefill and a decode of two generations never pair (qdd.plan.generation)."""
+    return [f"{labels.DEPLOYMENT}={cr}", f"{labels.ROLE}={role}", f"{labels.GROUP_ROLE}=leader",
+            f"{labels.GENERATION}={generation}"]
 
 
-def router_plan(cr: str, namespace: str, spec: QwenDisaggDeploymentSpec) -> RouterPlan:
+def router_args(cr: str, namespace: str, spec: QwenDisaggDeploymentSpec, generation: str) -> tuple[str, ...]:
+    """vllm-router's argv, sending traffic to the engines of ``generation``."""
     r = spec.router
-    args = [
+    return (
         "--host", "0.0.0.0",
         "--port", str(r.port),
         "--vllm-pd-disaggregation",
@@ -26,11 +29,18 @@ def router_plan(cr: str, namespace: str, spec: QwenDisaggDeploymentSpec) -> Rout
         "--service-discovery",
         "--service-discovery-namespace", namespace,
         "--service-discovery-port", str(spec.ports.http),
-        "--prefill-selector", *selector(cr, "prefill"),
-        "--decode-selector", *selector(cr, "decode"),
+        "--prefill-selector", *selector(cr, "prefill", generation),
+        "--decode-selector", *selector(cr, "decode", generation),
         "--prefill-policy", r.prefill_policy,
         "--decode-policy", r.decode_policy,
         "--prometheus-host", "0.0.0.0",
         "--prometheus-port", str(METRICS_PORT),
-    ]
-    return RouterPlan(replicas=r.replicas, image=r.image, port=r.port, args=tuple(args))
+    )
+
+
+def router_plan(cr: str, namespace: str, spec: QwenDisaggDeploymentSpec, generation: str) -> RouterPlan:
+    """The router of the deployment, selecting the engines of ``generation`` (the plan's own; during
+    a Surge the controller renders it for the serving generation, qdd.render.render)."""
+    r = spec.router
+    return RouterPlan(replicas=r.replicas, image=r.image, port=r.port,
+                      args=router_args(cr, namespace, spec, generation))

@@ -137,6 +137,10 @@ class Plan:
     compute_domain: bool
     gpus_per_node: int
     warnings: tuple[str, ...] = field(default=())
+    generation: str = ""
+    """What prefill and decode must agree on, hashed (qdd.plan.generation): ``qdd.dev/generation``."""
+    slot: str = "a"
+    """Which of the two slots (qdd.names) the engine objects of this plan are named for."""
 
     @property
     def gpus(self) -> int:

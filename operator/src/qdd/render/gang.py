@@ -68,10 +68,10 @@ def pod_group(plan: Plan, role: str, endpoint: int) -> str | None:
     """The PodGroup an engine pod of ``role`` endpoint ``endpoint`` belongs to; None when it needs
     none (a single-pod endpoint of a deployment that may span NVLink domains)."""
     if plan.spec.cluster.same_nvlink_domain:
-        return names.engines_pod_group(plan.name)
+        return names.engines_pod_group(plan.name, plan.slot)
     if plan.role(role).uses_statefulset:
         return None
-    return names.endpoint_pod_group(plan.name, role, endpoint)
+    return names.endpoint_pod_group(plan.name, role, endpoint, plan.slot)
 
 
 def _meta(plan: Plan, name: str, on_change: str) -> dict[str, Any]:
@@ -80,7 +80,11 @@ def _meta(plan: Plan, name: str, on_change: str) -> dict[str, Any]:
 
 
 def _pod_group(plan: Plan, name: str, template: str, min_count: int, on_change: str) -> dict[str, Any]:
-    return {"apiVersion": API_VERSION, "kind": "PodGroup", "metadata": _meta(plan, name, on_change), "spec": {
+    meta = _meta(plan, name, on_change)
+    # A PodGroup belongs to one generation's slot; the Workload is shared by both (its templates
+    # are the current spec's: a PodGroup carries its own copy of the policy).
+    meta["labels"] |= {labels.GENERATION: plan.generation, labels.SLOT: plan.slot}
+    return {"apiVersion": API_VERSION, "kind": "PodGroup", "metadata": meta, "spec": {
         "podGroupTemplateRef": {"workload": {"workloadName": names.workload(plan.name),
                                              "podGroupTemplateName": template}},
         **_policy(min_count)}}
@@ -93,13 +97,13 @@ def gang_objects(plan: Plan) -> list[dict[str, Any]]:
         if count == 0:
             return []
         templates = [{"name": ENGINES_TEMPLATE, **_policy(count)}]
-        groups = [_pod_group(plan, names.engines_pod_group(plan.name), ENGINES_TEMPLATE, count, "keep")]
+        groups = [_pod_group(plan, names.engines_pod_group(plan.name, plan.slot), ENGINES_TEMPLATE, count, "keep")]
     else:
         roles = _grouped_roles(plan)
         if not roles:
             return []
         templates = [{"name": _group_template(r.role), **_policy(r.pods_per_endpoint)} for r in roles]
-        groups = [_pod_group(plan, names.endpoint_pod_group(plan.name, r.role, ep), _group_template(r.role),
+        groups = [_pod_group(plan, names.endpoint_pod_group(plan.name, r.role, ep, plan.slot), _group_template(r.role),
                              r.pods_per_endpoint, "replace") for r in roles for ep in range(r.endpoints)]
     workload = {"apiVersion": API_VERSION, "kind": "Workload",
                 "metadata": _meta(plan, names.workload(plan.name), "replace"),

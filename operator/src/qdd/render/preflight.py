@@ -68,9 +68,11 @@ def _base_labels(plan: Plan) -> dict[str, str]:
 
 def _endpoint_selector(plan: Plan, role: RolePlan, endpoint: int) -> dict[str, str]:
     if role.uses_statefulset:
-        return {"statefulset.kubernetes.io/pod-name": names.statefulset_pod(plan.name, role.role, endpoint)}
-    return {labels.DEPLOYMENT: plan.name, labels.ROLE: role.role, labels.ENDPOINT: str(endpoint),
+        return {"statefulset.kubernetes.io/pod-name": names.statefulset_pod(plan.name, role.role, endpoint, plan.slot)}
+    near = {labels.DEPLOYMENT: plan.name, labels.ROLE: role.role, labels.ENDPOINT: str(endpoint),
             labels.GROUP_ROLE: "leader"}
+    # Slot a's selector is the one qdd always rendered (an upgrade re-runs no preflight).
+    return near if plan.slot == "a" else {**near, labels.SLOT: plan.slot}
 
 
 def _affinity(plan: Plan, side: str, pair: int, near: dict[str, str], gang: bool) -> dict[str, Any]:
@@ -131,7 +133,7 @@ def _job(plan: Plan, side: str, pair: int, layout_json: str, o: PreflightOptions
         image_pull_secrets=s.engine.image_pull_secrets, node_selector=node_selector,
         affinity=_affinity(plan, side, pair, _endpoint_selector(plan, role, endpoint), gang),
         tolerations=[t.to_k8s() for t in s.cluster.tolerations], compute_domain=plan.compute_domain,
-        claim_template=names.imex_claim_template(plan.name), engine=engine,
+        claim_template=names.imex_claim_template(plan.name, plan.slot), engine=engine,
         args=_args(plan, side, pair, layout_json, o), env=pod.env, port=s.kv_transfer.side_channel_port)
     return load(text)
 

@@ -6,6 +6,7 @@ Owner references and server-side fields are the controller's business, not rende
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any
 
@@ -14,7 +15,7 @@ import yaml
 from .. import labels, names
 from ..hashing import content_hash
 from ..plan import Plan, PodPlan, RolePlan
-from ..plan.router import METRICS_PORT
+from ..plan.router import METRICS_PORT, router_args
 from .gang import gang_objects, pod_group
 from .placement import CPU_ONLY_NODE_AFFINITY, gpu_node_selector
 from .preflight import PreflightOptions, preflight_objects
@@ -30,6 +31,12 @@ def revision(pod_specs: list[dict[str, Any]]) -> str:
     return content_hash(pod_specs, 10)
 
 
+def slot_labels(plan: Plan) -> dict[str, str]:
+    """Labels of every object of one generation's slot (StatefulSet, bare pods, PodGroups,
+    ComputeDomain): the generation and the slot."""
+    return {labels.GENERATION: plan.generation, labels.SLOT: plan.slot}
+
+
 def _ctx(plan: Plan, gang: bool) -> dict[str, Any]:
     s = plan.spec
     node_selector = gpu_node_selector(plan)
@@ -37,7 +44,7 @@ def _ctx(plan: Plan, gang: bool) -> dict[str, Any]:
     return dict(
         d=plan, gang=gang, engine=s.engine, node_selector=node_selector, tolerations=[t.to_k8s() for t in s.cluster.tolerations],
         same_nvlink_domain=s.cluster.same_nvlink_domain, compute_domain=plan.compute_domain,
-        claim_template=names.imex_claim_template(plan.name), image_pull_secrets=s.engine.image_pull_secrets,
+        claim_template=names.imex_claim_template(plan.name, plan.slot), image_pull_secrets=s.engine.image_pull_secrets,
         http_port=s.ports.http, dp_rpc_port=s.ports.data_parallel_rpc, shm_size=s.cluster.shm_size,
         startup_failures=max(1, s.cluster.startup_timeout_seconds // 10),
         model_pvc=src.pvc if src else None,
@@ -47,9 +54,12 @@ def _ctx(plan: Plan, gang: bool) -> dict[str, Any]:
 
 def _pod(plan: Plan, role: RolePlan, pod: PodPlan, bare: bool, gang: bool) -> dict[str, Any]:
     rs = plan.spec.prefill if role.role == "prefill" else plan.spec.decode
+    # A StatefulSet's template never carries the generation: the StatefulSet lives for one
+    # generation, and adding the label to templates made before generations existed would have
+    # restarted every prefill engine. The operator labels its pods (qdd.controller.rollout).
     extra = {labels.ENDPOINT: str(pod.endpoint), labels.GROUP_ROLE: pod.group_role,
-             labels.GROUP_SIZE: str(role.pods_per_endpoint)} if bare else {
-        labels.GROUP_ROLE: pod.group_role}
+             labels.GROUP_SIZE: str(role.pods_per_endpoint), **slot_labels(plan)} if bare else {
+        labels.GROUP_ROLE: pod.group_role, **({labels.SLOT: plan.slot} if plan.slot != "a" else {})}
     text = _env.get_template("engine-pod.yaml.j2").render(
         **_ctx(plan, gang), r=role, pod=pod, bare=bare, pod_labels=extra,
         subdomain=names.role_set(plan.name, role.role), cpu=rs.cpu, memory=rs.memory,
@@ -66,7 +76,9 @@ def _role_objects(plan: Plan, role: RolePlan, gang: bool) -> list[dict[str, Any]
     if role.uses_statefulset:
         template = _pod(plan, role, role.pods[0], bare=False, gang=gang)
         text = _env.get_template("statefulset.yaml.j2").render(
-            **_ctx(plan, gang), r=role, name=name, pod_template=template)
+            **_ctx(plan, gang), r=role, name=names.statefulset(plan.name, role.role, plan.slot), service=name,
+            pod_template=template, slot_labels=slot_labels(plan),
+            slot_selector={labels.SLOT: plan.slot} if plan.slot != "a" else {})
         out += load_all(text)
         return out
     for ep in range(role.endpoints):
@@ -81,23 +93,29 @@ def _role_objects(plan: Plan, role: RolePlan, gang: bool) -> list[dict[str, Any]
     return out
 
 
-def render(plan: Plan, gang: bool = True) -> list[dict[str, Any]]:
+def render(plan: Plan, gang: bool = True, serving: tuple[str, str] | None = None) -> list[dict[str, Any]]:
     """Every object of the deployment, ordered by kind then by name. ``gang``: the cluster serves
     the Workload API (scheduling.k8s.io/v1alpha2 PodGroup, gang and topology-aware scheduling on):
     the Workload and PodGroups of :mod:`.gang` and pods that name their PodGroup; else the
-    fallback, a required pod affinity on the NVLink clique (:mod:`.placement`)."""
+    fallback, a required pod affinity on the NVLink clique (:mod:`.placement`). ``serving``:
+    (generation, slot) the router sends traffic to, default the plan's own; during a Surge the
+    controller keeps it on the old generation until the new one is Ready (qdd.controller.rollout)."""
     ctx = _ctx(plan, gang)
     objs: list[dict[str, Any]] = []
     if plan.compute_domain:
         objs += load_all(_env.get_template("computedomain.yaml.j2").render(
-            **ctx, cd_name=names.compute_domain(plan.name)))
+            **ctx, cd_name=names.compute_domain(plan.name, plan.slot), slot_labels=slot_labels(plan)))
     if gang:
         objs += gang_objects(plan)
     objs += _role_objects(plan, plan.prefill, gang)
     objs += _role_objects(plan, plan.decode, gang)
     if plan.router.replicas > 0:
+        gen, slot = serving or (plan.generation, plan.slot)
+        router = plan.router if gen == plan.generation else dataclasses.replace(
+            plan.router, args=router_args(plan.name, plan.namespace, plan.spec, gen))
         objs += load_all(_env.get_template("router.yaml.j2").render(
-            **ctx, name=names.router(plan.name), router=plan.router, metrics_port=METRICS_PORT,
+            **ctx, name=names.router(plan.name), router=router, metrics_port=METRICS_PORT,
+            serving=f"{gen}/{slot}",
             service_type=plan.spec.router.service_type, cpu_only_affinity=CPU_ONLY_NODE_AFFINITY))
     order = {k: i for i, k in enumerate(KIND_ORDER)}
     return sorted(objs, key=lambda o: (order[o["kind"]], o["metadata"]["name"]))
@@ -127,10 +145,10 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
 _Dumper.add_representer(str, _str)
 
 
-def render_all(plan: Plan, gang: bool = True) -> list[dict[str, Any]]:
+def render_all(plan: Plan, gang: bool = True, serving: tuple[str, str] | None = None) -> list[dict[str, Any]]:
     """Everything the operator applies: :func:`render` plus, unless the spec turns it off, the
     KV-transfer preflight (:func:`qdd.render.preflight.preflight_objects`), in one order."""
-    objs = render(plan, gang)
+    objs = render(plan, gang, serving)
     if plan.spec.kv_transfer.preflight.enabled:
         objs += preflight_objects(plan, PreflightOptions(), gang)
     order = {k: i for i, k in enumerate(KIND_ORDER)}

@@ -25,6 +25,8 @@ from typing import Any
 import pytest
 import yaml
 
+from qdd import labels
+
 from .fake_engine import FakeEngine, FakeFleet, Tripwire, prompt_digest
 from .fake_kube_api import FakeKubeAPI
 from .router_harness import (BIND_FLAGS, DISCOVERY_FLAGS, EXAMPLE, Router, free_port, render,
@@ -53,6 +55,9 @@ def _pods(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             for i in range(o["spec"]["replicas"]):
                 meta = copy.deepcopy(t["metadata"]) | {"name": f"{o['metadata']['name']}-{i}",
                                                        "namespace": o["metadata"]["namespace"]}
+                # The operator labels a StatefulSet's pods with its generation (its template never
+                # carries it: qdd.controller.rollout.pods_to_label); the router selects on it.
+                meta["labels"][labels.GENERATION] = o["metadata"]["labels"][labels.GENERATION]
                 out.append({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": copy.deepcopy(t["spec"])})
     return out
 

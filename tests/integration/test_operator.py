@@ -155,14 +155,18 @@ def test_concurrency_change_rolls_decode(kube, operator, namespace):
     assert uids(pods(kube, name, namespace, "prefill")) == prefill_before
 
 
-def test_deleting_one_decode_pod_recreates_the_group(kube, operator, namespace):
+@pytest.mark.parametrize("member", ["worker-1", "leader"])
+def test_deleting_one_decode_pod_recreates_the_group(kube, operator, namespace, member):
+    """Injected: one pod of the DEP8 group deleted — a headless worker, or the leader (whose
+    workers would otherwise wait for it forever, vllm#32136). Checked: both pods recreated with
+    new UIDs, a GroupRestart event, Ready again."""
     cr = cr_of(SEED, namespace)
     name = cr["metadata"]["name"]
     kube.apply(cr)
     wait_ready(kube, name, namespace)
     before = uids(pods(kube, name, namespace, "decode"))
     restarts_before = operator.counter("qdd_group_restarts_total", role="decode", cause="broken")
-    kube.kubectl("delete", "pod", f"{name}-decode-0-worker-1", "-n", namespace, "--wait=false")
+    kube.kubectl("delete", "pod", f"{name}-decode-0-{member}", "-n", namespace, "--wait=false")
 
     seen_degraded = []
 

@@ -135,3 +135,38 @@ def test_recreate_with_a_second_edit_in_the_middle_ends_on_the_last_generation(k
     assert {g for _, _, g in left} == {last}, f"objects of another generation left: {left}"
     assert len({(k, n) for k, n, _ in left}) == len(left)
     assert _router_generation(kube, name, namespace) == last
+
+
+def test_a_surge_without_room_keeps_the_old_generation_serving_until_recreate_is_chosen(kube, operator, namespace):
+    """Injected: a new image for a deployment of 40 GPUs in a rack of 72 (a Surge needs 80).
+    Checked: the new generation binds nothing (gang), the old one keeps serving and Ready=False
+    says why; switching the strategy to Recreate then rolls it (old pods gone first)."""
+    cr = cr_of(SEED, namespace, **{"spec.prefill.endpoints": 8, "spec.decode.endpoints": 3})
+    name = cr["metadata"]["name"]
+    kube.apply(cr)
+    old = wait_ready(kube, name, namespace)["status"]["rollout"]["generation"]
+    assert kube.get("qdd", name, namespace)["status"]["gpus"] == 40
+    before = uids(pods(kube, name, namespace, "prefill") + pods(kube, name, namespace, "decode"))
+    _patch(kube, name, namespace, {"engine": {"image": "qdd/vllm:other"}})
+
+    def waiting(o):
+        st = o.get("status") or {}
+        return st.get("observedGeneration") == o["metadata"]["generation"] and st.get("rollout", {}).get(
+            "phase") == "Surging" and condition(o, "Placed").get("reason") == "InsufficientNVLinkDomainCapacity"
+    _watch_rollout(kube, name, namespace, waiting, timeout=90)
+    obj = kube.get("qdd", name, namespace)
+    assert condition(obj, "Ready")["reason"] == "NewGenerationRollingOut"
+    assert _router_generation(kube, name, namespace) == old
+    engines = pods(kube, name, namespace, "prefill") + pods(kube, name, namespace, "decode")
+    new_pods = [p for p in engines if p["metadata"]["name"] not in before]
+    assert new_pods and not [p for p in new_pods if p["spec"].get("nodeName")], "the new generation bound pods"
+    assert {n: u for n, u in uids(engines).items() if n in before} == before, "an old engine pod was replaced"
+    _patch(kube, name, namespace, {"rollout": {"strategy": "Recreate"}})
+
+    def done(o):
+        st = o.get("status") or {}
+        return (st.get("observedGeneration") == o["metadata"]["generation"] and condition(o, "Ready").get("status") ==
+                "True" and "previous" not in st.get("rollout", {}))
+    _watch_rollout(kube, name, namespace, done)
+    new = kube.get("qdd", name, namespace)["status"]["rollout"]["generation"]
+    assert new != old and {g for _, _, g in _per_slot_objects(kube, name, namespace)} == {new}

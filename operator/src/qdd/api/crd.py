@@ -137,6 +137,10 @@ PRINTER_COLUMNS = [
     {"name": "Concurrency", "type": "integer", "jsonPath": ".spec.workload.concurrency", "description": "Target concurrent requests."},
     {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},
     {"name": "Reason", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].reason'},
+    {"name": "Serving", "type": "string", "jsonPath": ".status.rollout.serving", "priority": 1,
+     "description": "<generation>/<slot> the router sends traffic to (docs/rollouts.md)."},
+    {"name": "Rollout", "type": "string", "jsonPath": ".status.rollout.phase", "priority": 1,
+     "description": "Stable, Surging, Switching, Superseding or Recreating."},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]
 

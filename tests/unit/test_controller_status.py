@@ -16,7 +16,8 @@ import yaml
 from qdd import labels
 from qdd.controller.children import MANAGED_KINDS, manifest_hash
 from qdd.controller.reconcile import Reconciler
-from qdd.controller.status import Observed, compute_status, status_patch
+from qdd.controller.rollout import decide, recorded_serving, router_settled
+from qdd.controller.status import Observed, compute_status, rollout_status, status_patch
 from qdd.errors import SpecError
 from qdd.preflight.observe import kv_transfer_verdict
 from qdd.preflight.result import compact, parse_termination_message
@@ -51,8 +52,13 @@ def status_of(cr: dict, obs: list[dict], cd: bool = True, now: str = T1, kv: Any
             pf = plan.spec.kv_transfer.preflight
             kv = kv_transfer_verdict(preflight_of(desired), obs, Thresholds(pf.min_bulk_gbps, pf.max_request_ms))
     states = group_states(desired, obs) if plan else []
+    rollout = None
+    if plan is not None:
+        router = f"{plan.name}-router"
+        rollout = rollout_status(decide(plan.generation, plan.spec.rollout.strategy, obs,
+                                        recorded_serving(obs, router, cr.get("status")), router_settled(obs, router)))
     st = compute_status(cr, plan, errors, Observed({(o["kind"], o["metadata"]["name"]): o for o in obs}, states),
-                        now, cd if plan is not None and plan.compute_domain else None, kv)
+                        now, cd if plan is not None and plan.compute_domain else None, kv, rollout=rollout)
     assert_storable(st)
     return st
 
@@ -524,10 +530,15 @@ def test_printer_columns_read_fields_the_status_has():
         path = col["jsonPath"]
         if not path.startswith(".status."):
             continue
-        field = path.split(".")[2].split("[")[0]
-        assert field in st, col["name"]
+        value: Any = st
+        for part in path.split(".")[2:]:
+            key = part.split("[")[0]
+            assert isinstance(value, dict) and key in value, col["name"]
+            value = value[key]
+            if "[" in part:
+                break  # a filter (conditions[?(@.type=="Ready")]): the list is there
         if col["type"] == "string" and "[" not in path:
-            assert isinstance(st[field], str)
+            assert isinstance(value, str), col["name"]
 
 
 # --- writing the status: a merge patch that converges ------------------------------------------------

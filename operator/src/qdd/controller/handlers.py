@@ -1,4 +1,5 @@
-"""kopf registrations. Every trigger calls the same level-triggered reconcile."""
+"""kopf registrations. Every trigger queues the same level-triggered reconcile
+(:class:`qdd.controller.workqueue.WorkQueue`); the handlers return at once."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from typing import Any
 import kopf
 
 from .. import labels
+from . import metrics
 from .reconcile import Reconciler
+from .workqueue import WorkQueue
 
 CR = (labels.GROUP, labels.VERSION, labels.PLURAL)
 # GitOps tools annotate what they sync; a change there is not a spec change.
@@ -34,9 +37,14 @@ def _configure(settings: kopf.OperatorSettings) -> None:
     settings.posting.level = logging.WARNING
 
 
-def _resync_loop(r: Reconciler, stop: threading.Event, resync_seconds: float,
+RECONCILE_WORKERS = 4
+"""Threads that run passes (the queue's workers). A pass mostly waits on the API server; its lists
+and applies already go side by side on the client's API threads (qdd.controller.kube.API_THREADS)."""
+
+
+def _resync_loop(r: Reconciler, queue: WorkQueue, stop: threading.Event, resync_seconds: float,
                  leader: Callable[[], bool] | None = None) -> None:
-    """Every ``resync_seconds``, one more pass over every resource (until ``stop``); with peering,
+    """Every ``resync_seconds``, one more pass queued for every resource (until ``stop``); with peering,
     only while ``leader()`` says this replica is the one kopf lets run (kopf pauses its handlers,
     not this thread)."""
     log = logging.getLogger("qdd.resync")
@@ -49,12 +57,21 @@ def _resync_loop(r: Reconciler, stop: threading.Event, resync_seconds: float,
         except Exception as e:  # API hiccup: try again next period
             log.warning("resync: cannot list QwenDisaggDeployments: %s", e)
             continue
-        for namespace, name in keys:
-            try:
-                r.reconcile(namespace, name)
-            except Exception:
-                log.exception("resync of %s/%s failed", namespace, name)
+        for key in keys:
+            metrics.TRIGGERS.labels("resync", labels.KIND, "").inc()
+            queue.add(key)
         r.last_pass = time.monotonic()
+
+
+def _reconcile_age(state: Mapping[str, Any]) -> float:
+    """Seconds since the last pass (or resync round); raises, and kopf answers the liveness probe
+    with 500, when the resync thread or a reconcile worker is dead."""
+    r, t, q = state.get("r"), state.get("resync"), state.get("queue")
+    if t is not None and not t.is_alive():
+        raise RuntimeError("the resync thread is dead")
+    if q is not None and not q.alive():
+        raise RuntimeError("a reconcile worker thread is dead")
+    return round(time.monotonic() - r.last_pass, 1) if r else -1.0
 
 
 def register(reconciler_factory: Any, resync_seconds: float, leader: Callable[[], bool] | None = None,
@@ -72,23 +89,29 @@ def register(reconciler_factory: Any, resync_seconds: float, leader: Callable[[]
         _configure(settings)
         if peering_lifetime is not None:
             settings.peering.lifetime = peering_lifetime
-        state["r"] = reconciler_factory()
-        state["resync"] = threading.Thread(target=_resync_loop, args=(state["r"], stop, resync_seconds, leader),
+        state["r"] = r = reconciler_factory()
+        state["queue"] = queue = WorkQueue(r.reconcile, RECONCILE_WORKERS)
+        queue.start()
+        state["resync"] = threading.Thread(target=_resync_loop, args=(r, queue, stop, resync_seconds, leader),
                                            name="qdd-resync", daemon=True)
         state["resync"].start()
 
     @kopf.on.cleanup()
     def shutdown(**_: Any) -> None:
         stop.set()
+        if "queue" in state:
+            state["queue"].stop()
 
     def reconcile(namespace: str | None, name: str | None) -> None:
         if namespace and name:
-            state["r"].reconcile(namespace, name)
+            state["queue"].add((namespace, name))
 
+    # async: run on kopf's event loop, not its executor; they only queue a key.
     @kopf.on.resume(*CR)
     @kopf.on.create(*CR)
     @kopf.on.update(*CR, field="spec")
-    def on_spec(namespace: str | None, name: str | None, **_: Any) -> None:
+    async def on_spec(namespace: str | None, name: str | None, **_: Any) -> None:
+        metrics.TRIGGERS.labels("spec", labels.KIND, "").inc()
         reconcile(namespace, name)
 
     @kopf.on.delete(*CR, optional=True)
@@ -102,12 +125,11 @@ def register(reconciler_factory: Any, resync_seconds: float, leader: Callable[[]
     @kopf.on.event("apps", "v1", "statefulsets", labels=present)
     @kopf.on.event("apps", "v1", "deployments", labels=present)
     @kopf.on.event("resource.nvidia.com", "v1beta1", "computedomains", labels=present)
-    def on_child(namespace: str | None, labels: Mapping[str, str], **_: Any) -> None:  # noqa: A002
+    async def on_child(namespace: str | None, labels: Mapping[str, str], body: Mapping[str, Any],  # noqa: A002
+                       type: str | None, **_: Any) -> None:  # noqa: A002
+        metrics.TRIGGERS.labels("child", body.get("kind", ""), type or "LISTED").inc()
         reconcile(namespace, labels.get(f"{CR[0]}/deployment"))
 
     @kopf.on.probe(id="reconcileAgeSeconds")
     def reconcile_age(**_: Any) -> float:
-        r, t = state.get("r"), state.get("resync")
-        if t is not None and not t.is_alive():
-            raise RuntimeError("the resync thread is dead")  # kopf answers the liveness probe with 500
-        return round(time.monotonic() - r.last_pass, 1) if r else -1.0
+        return _reconcile_age(state)

@@ -15,7 +15,6 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 from .. import labels
-from ..names import compute_domain
 from .children import MANAGED_KINDS
 from .metrics import API_WRITES
 
@@ -194,16 +193,6 @@ class Kube:
                 return None
             raise
         return json.loads(nodes.data)["items"], json.loads(pods.data)["items"]  # type: ignore[attr-defined]
-
-    def compute_domain_ready(self, namespace: str, cr: str) -> bool:
-        res = self._resource("resource.nvidia.com/v1beta1", "ComputeDomain")
-        if res is None:
-            return False
-        try:
-            obj = res.get(name=compute_domain(cr), namespace=namespace, _request_timeout=TIMEOUT).to_dict()
-        except NotFoundError:
-            return False
-        return (obj.get("status") or {}).get("status") == "Ready"
 
     def event(self, cr: dict[str, Any], type_: str, reason: str, message: str) -> None:
         """A core/v1 Event on the custom resource (kubectl describe shows it)."""

@@ -51,6 +51,27 @@ RECONCILE_WORKERS = 4
 and applies already go side by side on the client's API threads (qdd.controller.kube.API_THREADS)."""
 
 
+def recheck_workload_api(r: Reconciler) -> bool:
+    """Ask discovery again whether the cluster serves the Workload API (once per resync period:
+    one GET) and switch the placement of later passes when it changed: without the API, applying
+    a Workload would fail every pass; with it newly served, gang placement is what issue 12 asks
+    for. Engine pods rendered for the other placement are then out of date and replaced group by
+    group, as on a spec change (docs/placement.md). True when the placement changed."""
+    try:
+        served = r.kube.serves_workload_api(fresh=True)
+    except Exception as e:  # noqa: BLE001 — API hiccup: keep the placement, ask next period
+        logging.getLogger("qdd.resync").warning("cannot ask discovery for the Workload API: %s", e)
+        return False
+    if served == r.gang:
+        return False
+    logging.getLogger("qdd.resync").warning(
+        "the cluster %s the Workload API (scheduling.k8s.io/v1alpha2): placement is now %s",
+        "now serves" if served else "no longer serves",
+        "gang scheduling through PodGroups" if served else "pod affinity on the NVLink clique (partial placement possible)")
+    r.gang = served
+    return True
+
+
 def _resync_loop(r: Reconciler, queue: WorkQueue, stop: threading.Event, resync_seconds: float,
                  leader: Callable[[], bool] | None = None) -> None:
     """Every ``resync_seconds``, one more pass queued for every resource (until ``stop``); with peering,
@@ -61,6 +82,7 @@ def _resync_loop(r: Reconciler, queue: WorkQueue, stop: threading.Event, resync_
         if leader is not None and not leader():
             r.last_pass = time.monotonic()  # a paused replica is healthy, not stuck
             continue
+        recheck_workload_api(r)
         try:
             keys = r.kube.list_crs(r.namespaces)
         except Exception as e:  # API hiccup: try again next period

@@ -26,6 +26,7 @@ TIMEOUT = (5, 30)
 with it every later trigger of that resource) forever."""
 
 
+WORKLOAD_API = "scheduling.k8s.io/v1alpha2"
 CAPACITY_TTL_S = 2.0
 """How long one cluster-wide list of GPU nodes and pods answers the Placed condition's free-GPU
 message (it names capacity, decides nothing)."""
@@ -86,11 +87,31 @@ class Kube:
             raise RuntimeError(f"the API server does not serve {api_version} {kind}")
         return res
 
-    def serves_workload_api(self) -> bool:
+    def serves_workload_api(self, fresh: bool = False) -> bool:
         """The API server serves scheduling.k8s.io/v1alpha2 Workload and PodGroup (Kubernetes
         v1.36 with the GenericWorkload gate and that API version on). Discovery cannot see the
-        scheduler's gates (GangScheduling, TopologyAwareWorkloadScheduling): docs/placement.md."""
-        return all(self._resource("scheduling.k8s.io/v1alpha2", k) is not None for k in ("Workload", "PodGroup"))
+        scheduler's gates (GangScheduling, TopologyAwareWorkloadScheduling): docs/placement.md.
+
+        ``fresh``: ask the API server now (one GET of the group version's resource list, what the
+        resync does every period) instead of the discovery read at start; when the answer changed,
+        the dynamic client's discovery cache is dropped so that the two kinds are looked up again."""
+        if not fresh:
+            return all(self._resource(WORKLOAD_API, k) is not None for k in ("Workload", "PodGroup"))
+        try:
+            resp = self.api.call_api(f"/apis/{WORKLOAD_API}", "GET", auth_settings=["BearerToken"],
+                                     _preload_content=False, _return_http_data_only=True, _request_timeout=TIMEOUT)
+            served = {"workloads", "podgroups"} <= {r.get("name") for r in json.loads(resp.data).get("resources") or []}
+        except ApiException as e:
+            if e.status != 404:
+                raise
+            served = False
+        cached = all(self._res.get((WORKLOAD_API, k)) is not None for k in ("Workload", "PodGroup"))
+        if served != cached:
+            self.dyn.resources.invalidate_cache()
+            for k in ("Workload", "PodGroup"):
+                self._res.pop((WORKLOAD_API, k), None)
+                self._resource(WORKLOAD_API, k)
+        return served
 
     def get_cr(self, namespace: str, name: str) -> dict[str, Any] | None:
         res = self._required(f"{labels.GROUP}/{labels.VERSION}", labels.KIND)

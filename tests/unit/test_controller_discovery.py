@@ -7,33 +7,39 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
+import urllib3
+from kubernetes.client import ApiClient
+from kubernetes.client.rest import RESTResponse
 from kubernetes.client.exceptions import ApiException
 
 from qdd.controller.handlers import recheck_workload_api
 from qdd.controller.kube import WORKLOAD_API, Kube
 
 
-class _Resp:
-    def __init__(self, body: dict):
-        self.data = json.dumps(body).encode()
+def _resp(body: dict) -> RESTResponse:
+    return RESTResponse(urllib3.HTTPResponse(body=json.dumps(body).encode(), status=200, preload_content=True,
+                                             headers={"Content-Type": "application/json"}))
 
 
-class _Api:
-    """ApiClient stand-in answering GET /apis/scheduling.k8s.io/v1alpha2."""
+class _Api(ApiClient):
+    """The client's own ApiClient, with its HTTP layer answered here: GET /apis/scheduling.k8s.io/v1alpha2."""
 
     def __init__(self):
+        super().__init__()
         self.served: bool | None = True  # None: the request fails with 503
         self.paths: list[str] = []
+        self.rest_client = SimpleNamespace(request=self._http)
 
-    def call_api(self, path: str, method: str, **_):
-        self.paths.append(f"{method} {path}")
+    def _http(self, method, url, *args, **kwargs):
+        self.paths.append(f"{method} {url.split('//', 1)[-1].split('/', 1)[-1]}")
         if self.served is None:
             raise ApiException(status=503, reason="Service Unavailable")
         if not self.served:
             raise ApiException(status=404, reason="Not Found")
-        return _Resp({"kind": "APIResourceList", "groupVersion": WORKLOAD_API, "resources": [
-            {"name": "workloads", "kind": "Workload"}, {"name": "podgroups", "kind": "PodGroup"},
-            {"name": "podgroups/status", "kind": "PodGroup"}]})
+        return _resp({"kind": "APIResourceList", "groupVersion": WORKLOAD_API, "resources": [
+            {"name": "workloads", "kind": "Workload", "namespaced": True, "singularName": "workload", "verbs": ["get"]},
+            {"name": "podgroups", "kind": "PodGroup", "namespaced": True, "singularName": "podgroup", "verbs": ["get"]},
+            {"name": "podgroups/status", "kind": "PodGroup", "namespaced": True, "singularName": "", "verbs": ["get"]}]})
 
 
 class _Resources:
@@ -62,7 +68,7 @@ def test_fresh_discovery_follows_the_cluster_and_drops_the_cached_kinds():
     api = _Api()
     k = _kube(api)
     assert k.serves_workload_api() and k.serves_workload_api(fresh=True)
-    assert api.paths == [f"GET /apis/{WORKLOAD_API}"] and k.dyn.resources.invalidated == 0
+    assert api.paths == [f"GET apis/{WORKLOAD_API}"] and k.dyn.resources.invalidated == 0
     api.served = False  # e.g. the API server restarted without the GenericWorkload gate
     assert not k.serves_workload_api(fresh=True)
     assert k.dyn.resources.invalidated == 1 and not k.serves_workload_api()  # kinds looked up again: gone

@@ -98,9 +98,9 @@ class Kube:
         if not fresh:
             return all(self._resource(WORKLOAD_API, k) is not None for k in ("Workload", "PodGroup"))
         try:
-            resp = self.api.call_api(f"/apis/{WORKLOAD_API}", "GET", auth_settings=["BearerToken"],
-                                     _preload_content=False, _return_http_data_only=True, _request_timeout=TIMEOUT)
-            served = {"workloads", "podgroups"} <= {r.get("name") for r in json.loads(resp.data).get("resources") or []}
+            group, version = WORKLOAD_API.split("/")
+            found = client.CustomObjectsApi(self.api).get_api_resources(group, version, _request_timeout=TIMEOUT)
+            served = {"workloads", "podgroups"} <= {r.name for r in (found.resources or [])}
         except ApiException as e:
             if e.status != 404:
                 raise

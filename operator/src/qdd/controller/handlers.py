@@ -34,8 +34,7 @@ def _configure(settings: kopf.OperatorSettings) -> None:
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.watching.inactivity_timeout = 600
-    # Reconciles wait on the API server, not the CPU: 30 resources applied at once converged
-    # 1.2x faster with 8 than with 4 (make bench-scale, bench/README.md).
+    # kopf's executor now runs only the benchmark handlers (sync; ours are async and only queue).
     settings.execution.max_workers = 8
     settings.posting.level = logging.WARNING
     # Watch only qdd's own children, filtered by the API server: kopf's label filters on handlers

@@ -137,6 +137,29 @@ def quantile(text: str, name: str, q: float) -> float:
     return lo
 
 
+def by_labels(text: str, name: str) -> dict[str, float]:
+    """Samples of a labelled counter: ``{'a="x",b="y"': value}``."""
+    out = {}
+    for line in text.splitlines():
+        if line.startswith(name + "{"):
+            lab, value = line[len(name) + 1:].rsplit("} ", 1)
+            out[lab] = float(value)
+    return out
+
+
+def delta(before: str, after: str, name: str) -> str:
+    """A labelled counter's growth between two scrapes, by label set, most first."""
+    a, b = by_labels(before, name), by_labels(after, name)
+    d = sorted(((v - a.get(k, 0), k) for k, v in b.items() if v - a.get(k, 0)), reverse=True)
+    return ", ".join(f"{','.join(x.split('=', 1)[1].strip(chr(34)) for x in k.split(',') if x.split('=', 1)[1] != chr(34) * 2)}"
+                     f": {n:.0f}" for n, k in d) or "none"
+
+
+def triggers(before: str, after: str) -> str:
+    """What asked for the reconciles between two scrapes (qdd_reconcile_triggers_total: cause, event, kind)."""
+    return delta(before, after, "qdd_reconcile_triggers_total")
+
+
 def proc(pid: int) -> tuple[float, float]:
     """(CPU seconds so far, peak RSS MiB) of ``pid``."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -205,6 +228,7 @@ def main() -> int:
     ap.add_argument("--liveness-port", type=int, default=18091)
     ap.add_argument("--affinity-floor", type=float, default=120, metavar="SECONDS",
                     help="first apply the objects of today's affinity path and report after SECONDS (0: skip)")
+    ap.add_argument("--skip-floor", action="store_true", help="no gang floor (while profiling the operator)")
     a = ap.parse_args()
     items = crs(a.deployments)
     gpus = sum(2 * c["spec"]["prefill"]["endpoints"] + 8 for c in items)
@@ -212,21 +236,25 @@ def main() -> int:
 
     if a.affinity_floor > 0:
         affinity_floor(items, a.affinity_floor)
-    t_floor, floor_ok = floor(items, a.timeout)
-    floor_split, floor_over = check_placement()
-    print(f"floor (qdd render + kubectl apply, no operator): {t_floor:.1f} s, all Running: {floor_ok}, "
-          f"split across cliques: {floor_split}, over-booked nodes: {floor_over}", flush=True)
+    t_floor = float("nan")
+    if not a.skip_floor:
+        t_floor, floor_ok = floor(items, a.timeout)
+        floor_split, floor_over = check_placement()
+        print(f"floor (qdd render + kubectl apply, no operator): {t_floor:.1f} s, all Running: {floor_ok}, "
+              f"split across cliques: {floor_split}, over-booked nodes: {floor_over}", flush=True)
 
     fresh_namespace()
     op = start_operator(a.metrics_port, a.liveness_port)
     try:
         m0 = metrics(a.metrics_port)
+        c0, _ = proc(op.pid)
         t0 = time.perf_counter()
         kubectl("apply", "-f", "-", input=yaml.safe_dump_all(items), timeout=600)
         _, done = wait(lambda: ready_count() == len(items), a.timeout)
         took = time.perf_counter() - t0
         ready = ready_count()
         m1 = metrics(a.metrics_port)
+        c1, _ = proc(op.pid)
         split, over = check_placement()
         writes = metric_sum(m1, "qdd_api_writes_total") - metric_sum(m0, "qdd_api_writes_total")
         reconciles = metric_sum(m1, "qdd_reconcile_duration_seconds_count")
@@ -234,7 +262,9 @@ def main() -> int:
               f"split across cliques: {split}, over-booked nodes: {over}")
         print(f"  API writes: {writes:.0f} ({writes / len(items):.1f} per deployment); reconciles: {reconciles:.0f}, "
               f"p50 {quantile(m1, 'qdd_reconcile_duration_seconds', 0.5) * 1000:.0f} ms, "
-              f"p99 {quantile(m1, 'qdd_reconcile_duration_seconds', 0.99) * 1000:.0f} ms", flush=True)
+              f"p99 {quantile(m1, 'qdd_reconcile_duration_seconds', 0.99) * 1000:.0f} ms; operator CPU {c1 - c0:.1f} s "
+              f"({1000 * (c1 - c0) / max(reconciles, 1):.0f} ms per reconcile, kopf's watch streams included)", flush=True)
+        print(f"  API writes by verb and kind: {delta(m0, m1, 'qdd_api_writes_total')}", flush=True)
         cpu0, _ = proc(op.pid)
         i0 = metrics(a.metrics_port)
         time.sleep(a.idle_seconds)
@@ -246,6 +276,8 @@ def main() -> int:
         print(f"  steady state ({a.idle_seconds:.0f} s after convergence): CPU {100 * (cpu1 - cpu0) / a.idle_seconds:.2f}% "
               f"of one core ({cpu1 - cpu0:.1f} s), API writes {w:.0f}, reconciles {passes:.0f} "
               f"({1000 * busy / max(passes, 1):.0f} ms mean); peak RSS {hwm:.0f} MiB")
+        print(f"  reconcile triggers while converging: {triggers(m0, m1)}")
+        print(f"  reconcile triggers in the steady state: {triggers(i0, i1)}", flush=True)
         return 0 if done else 1
     finally:
         op.terminate()

@@ -644,10 +644,6 @@ class FakeKube:
         self.cr["status"] = _default(_prune(merged, STATUS_SCHEMA), STATUS_SCHEMA)
         self.writes.append(("patch-status", "QwenDisaggDeployment", name))
 
-    def compute_domain_ready(self, namespace: str, cr: str) -> bool:
-        return any(o["kind"] == "ComputeDomain" and (o.get("status") or {}).get("status") == "Ready"
-                   for o in self.objs.values())
-
     def event(self, cr: dict, type_: str, reason: str, message: str) -> None:
         self.writes.append(("event", type_, reason))
 

@@ -1,4 +1,5 @@
-"""kopf registrations. Every trigger calls the same level-triggered reconcile."""
+"""kopf registrations. Every trigger queues the same level-triggered reconcile
+(:class:`qdd.controller.workqueue.WorkQueue`); the handlers return at once."""
 
 from __future__ import annotations
 
@@ -11,11 +12,16 @@ from typing import Any
 import kopf
 
 from .. import labels
+from . import metrics
 from .reconcile import Reconciler
+from .workqueue import WorkQueue
 
 CR = (labels.GROUP, labels.VERSION, labels.PLURAL)
 # GitOps tools annotate what they sync; a change there is not a spec change.
 IGNORED_FIELDS = ["metadata.annotations", "metadata.labels", "status"]
+CHILD_WATCHES = [("", "v1", "pods"), ("apps", "v1", "statefulsets"), ("apps", "v1", "deployments"),
+                 ("batch", "v1", "jobs"), ("resource.nvidia.com", "v1beta1", "computedomains")]
+"""The children kinds kopf watches (here and in qdd.controller.bench_handlers)."""
 
 
 def _configure(settings: kopf.OperatorSettings) -> None:
@@ -28,15 +34,47 @@ def _configure(settings: kopf.OperatorSettings) -> None:
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.watching.inactivity_timeout = 600
-    # Reconciles wait on the API server, not the CPU: 30 resources applied at once converged
-    # 1.2x faster with 8 than with 4 (make bench-scale, bench/README.md).
+    # kopf's executor now runs only the benchmark handlers (sync; ours are async and only queue).
     settings.execution.max_workers = 8
     settings.posting.level = logging.WARNING
+    # Watch only qdd's own children, filtered by the API server: kopf's label filters on handlers
+    # are applied client-side, after kopf has parsed (and deep-copied, for its diff base) every
+    # event of every pod, StatefulSet, Deployment and Job of the cluster. Every child qdd renders,
+    # the benchmark Jobs and their pods included, carries this label (qdd.labels.object_labels).
+    for resource in CHILD_WATCHES:
+        settings.watching.label_selectors[resource] = f"{labels.MANAGED_BY}={labels.FIELD_MANAGER}"
 
 
-def _resync_loop(r: Reconciler, stop: threading.Event, resync_seconds: float,
+RECONCILE_WORKERS = 8
+"""Threads that run passes (the queue's workers). A pass mostly waits on the API server (its lists
+and applies go side by side on qdd.controller.kube.API_THREADS). make bench-scale, 30 deployments
+at once on 2 busy cores: all Ready in 36.8 s with 4 workers, 28.3 s with 8 (bench/README.md)."""
+
+
+def recheck_workload_api(r: Reconciler) -> bool:
+    """Ask discovery again whether the cluster serves the Workload API (once per resync period:
+    one GET) and switch the placement of later passes when it changed: without the API, applying
+    a Workload would fail every pass; with it newly served, gang placement is what issue 12 asks
+    for. Engine pods rendered for the other placement are then out of date and replaced group by
+    group, as on a spec change (docs/placement.md). True when the placement changed."""
+    try:
+        served = r.kube.serves_workload_api(fresh=True)
+    except Exception as e:  # noqa: BLE001 — API hiccup: keep the placement, ask next period
+        logging.getLogger("qdd.resync").warning("cannot ask discovery for the Workload API: %s", e)
+        return False
+    if served == r.gang:
+        return False
+    logging.getLogger("qdd.resync").warning(
+        "the cluster %s the Workload API (scheduling.k8s.io/v1alpha2): placement is now %s",
+        "now serves" if served else "no longer serves",
+        "gang scheduling through PodGroups" if served else "pod affinity on the NVLink clique (partial placement possible)")
+    r.gang = served
+    return True
+
+
+def _resync_loop(r: Reconciler, queue: WorkQueue, stop: threading.Event, resync_seconds: float,
                  leader: Callable[[], bool] | None = None) -> None:
-    """Every ``resync_seconds``, one more pass over every resource (until ``stop``); with peering,
+    """Every ``resync_seconds``, one more pass queued for every resource (until ``stop``); with peering,
     only while ``leader()`` says this replica is the one kopf lets run (kopf pauses its handlers,
     not this thread)."""
     log = logging.getLogger("qdd.resync")
@@ -44,17 +82,27 @@ def _resync_loop(r: Reconciler, stop: threading.Event, resync_seconds: float,
         if leader is not None and not leader():
             r.last_pass = time.monotonic()  # a paused replica is healthy, not stuck
             continue
+        recheck_workload_api(r)
         try:
             keys = r.kube.list_crs(r.namespaces)
         except Exception as e:  # API hiccup: try again next period
             log.warning("resync: cannot list QwenDisaggDeployments: %s", e)
             continue
-        for namespace, name in keys:
-            try:
-                r.reconcile(namespace, name)
-            except Exception:
-                log.exception("resync of %s/%s failed", namespace, name)
+        for key in keys:
+            metrics.TRIGGERS.labels("resync", labels.KIND, "").inc()
+            queue.add(key)
         r.last_pass = time.monotonic()
+
+
+def _reconcile_age(state: Mapping[str, Any]) -> float:
+    """Seconds since the last pass (or resync round); raises, and kopf answers the liveness probe
+    with 500, when the resync thread or a reconcile worker is dead."""
+    r, t, q = state.get("r"), state.get("resync"), state.get("queue")
+    if t is not None and not t.is_alive():
+        raise RuntimeError("the resync thread is dead")
+    if q is not None and not q.alive():
+        raise RuntimeError("a reconcile worker thread is dead")
+    return round(time.monotonic() - r.last_pass, 1) if r else -1.0
 
 
 def register(reconciler_factory: Any, resync_seconds: float, leader: Callable[[], bool] | None = None,
@@ -72,23 +120,29 @@ def register(reconciler_factory: Any, resync_seconds: float, leader: Callable[[]
         _configure(settings)
         if peering_lifetime is not None:
             settings.peering.lifetime = peering_lifetime
-        state["r"] = reconciler_factory()
-        state["resync"] = threading.Thread(target=_resync_loop, args=(state["r"], stop, resync_seconds, leader),
+        state["r"] = r = reconciler_factory()
+        state["queue"] = queue = WorkQueue(r.reconcile, RECONCILE_WORKERS)
+        queue.start()
+        state["resync"] = threading.Thread(target=_resync_loop, args=(r, queue, stop, resync_seconds, leader),
                                            name="qdd-resync", daemon=True)
         state["resync"].start()
 
     @kopf.on.cleanup()
     def shutdown(**_: Any) -> None:
         stop.set()
+        if "queue" in state:
+            state["queue"].stop()
 
     def reconcile(namespace: str | None, name: str | None) -> None:
         if namespace and name:
-            state["r"].reconcile(namespace, name)
+            state["queue"].add((namespace, name))
 
+    # async: run on kopf's event loop, not its executor; they only queue a key.
     @kopf.on.resume(*CR)
     @kopf.on.create(*CR)
     @kopf.on.update(*CR, field="spec")
-    def on_spec(namespace: str | None, name: str | None, **_: Any) -> None:
+    async def on_spec(namespace: str | None, name: str | None, **_: Any) -> None:
+        metrics.TRIGGERS.labels("spec", labels.KIND, "").inc()
         reconcile(namespace, name)
 
     @kopf.on.delete(*CR, optional=True)
@@ -102,12 +156,11 @@ def register(reconciler_factory: Any, resync_seconds: float, leader: Callable[[]
     @kopf.on.event("apps", "v1", "statefulsets", labels=present)
     @kopf.on.event("apps", "v1", "deployments", labels=present)
     @kopf.on.event("resource.nvidia.com", "v1beta1", "computedomains", labels=present)
-    def on_child(namespace: str | None, labels: Mapping[str, str], **_: Any) -> None:  # noqa: A002
+    async def on_child(namespace: str | None, labels: Mapping[str, str], body: Mapping[str, Any],  # noqa: A002
+                       type: str | None, **_: Any) -> None:  # noqa: A002
+        metrics.TRIGGERS.labels("child", body.get("kind", ""), type or "LISTED").inc()
         reconcile(namespace, labels.get(f"{CR[0]}/deployment"))
 
     @kopf.on.probe(id="reconcileAgeSeconds")
     def reconcile_age(**_: Any) -> float:
-        r, t = state.get("r"), state.get("resync")
-        if t is not None and not t.is_alive():
-            raise RuntimeError("the resync thread is dead")  # kopf answers the liveness probe with 500
-        return round(time.monotonic() - r.last_pass, 1) if r else -1.0
+        return _reconcile_age(state)

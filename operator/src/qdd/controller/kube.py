@@ -6,6 +6,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -15,7 +17,6 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 from .. import labels
-from ..names import compute_domain
 from .children import MANAGED_KINDS
 from .metrics import API_WRITES
 
@@ -24,6 +25,11 @@ TIMEOUT = (5, 30)
 """(connect, read) seconds for every API call: a call that hangs must not hold a reconcile (and
 with it every later trigger of that resource) forever."""
 
+
+WORKLOAD_API = "scheduling.k8s.io/v1alpha2"
+CAPACITY_TTL_S = 2.0
+"""How long one cluster-wide list of GPU nodes and pods answers the Placed condition's free-GPU
+message (it names capacity, decides nothing)."""
 
 API_THREADS = 16
 """Threads that send one reconcile's lists and applies side by side (shared by all reconciles)."""
@@ -42,6 +48,13 @@ def load_client() -> client.ApiClient:
     return client.ApiClient(cfg)
 
 
+def _json(resp: Any) -> Any:
+    """The body of a dynamic-client call made with ``serialize=False``. The client's own
+    ResourceInstance (JSON → attribute objects → dict) was a third of the CPU of listing a
+    deployment's children (py-spy during make bench-scale, bench/README.md)."""
+    return json.loads(resp.data)
+
+
 class Kube:
     def __init__(self, api: client.ApiClient | None = None):
         self.api = api or load_client()
@@ -55,6 +68,8 @@ class Kube:
         # The children's kinds are listed side by side: a pass waits for the slowest list, not the sum
         # of 11 (a converged pass: 150 ms one after the other on a quiet 2-core machine).
         self._lists = ThreadPoolExecutor(max_workers=API_THREADS, thread_name_prefix="qdd-api")
+        self._capacity_lock = threading.Lock()
+        self._capacity: tuple[float, Any] = (0.0, None)
 
     def _resource(self, api_version: str, kind: str) -> Any | None:
         k = (api_version, kind)
@@ -72,25 +87,45 @@ class Kube:
             raise RuntimeError(f"the API server does not serve {api_version} {kind}")
         return res
 
-    def serves_workload_api(self) -> bool:
+    def serves_workload_api(self, fresh: bool = False) -> bool:
         """The API server serves scheduling.k8s.io/v1alpha2 Workload and PodGroup (Kubernetes
         v1.36 with the GenericWorkload gate and that API version on). Discovery cannot see the
-        scheduler's gates (GangScheduling, TopologyAwareWorkloadScheduling): docs/placement.md."""
-        return all(self._resource("scheduling.k8s.io/v1alpha2", k) is not None for k in ("Workload", "PodGroup"))
+        scheduler's gates (GangScheduling, TopologyAwareWorkloadScheduling): docs/placement.md.
+
+        ``fresh``: ask the API server now (one GET of the group version's resource list, what the
+        resync does every period) instead of the discovery read at start; when the answer changed,
+        the dynamic client's discovery cache is dropped so that the two kinds are looked up again."""
+        if not fresh:
+            return all(self._resource(WORKLOAD_API, k) is not None for k in ("Workload", "PodGroup"))
+        try:
+            group, version = WORKLOAD_API.split("/")
+            found = client.CustomObjectsApi(self.api).get_api_resources(group, version, _request_timeout=TIMEOUT)
+            served = {"workloads", "podgroups"} <= {r.name for r in (found.resources or [])}
+        except ApiException as e:
+            if e.status != 404:
+                raise
+            served = False
+        cached = all(self._res.get((WORKLOAD_API, k)) is not None for k in ("Workload", "PodGroup"))
+        if served != cached:
+            self.dyn.resources.invalidate_cache()
+            for k in ("Workload", "PodGroup"):
+                self._res.pop((WORKLOAD_API, k), None)
+                self._resource(WORKLOAD_API, k)
+        return served
 
     def get_cr(self, namespace: str, name: str) -> dict[str, Any] | None:
         res = self._required(f"{labels.GROUP}/{labels.VERSION}", labels.KIND)
         try:
-            return res.get(name=name, namespace=namespace, _request_timeout=TIMEOUT).to_dict()
+            return _json(res.get(name=name, namespace=namespace, serialize=False, _request_timeout=TIMEOUT))
         except NotFoundError:
             return None
 
     def list_crs(self, namespaces: list[str]) -> list[tuple[str, str]]:
         """(namespace, name) of every QwenDisaggDeployment in ``namespaces`` (all when empty)."""
         res = self._required(f"{labels.GROUP}/{labels.VERSION}", labels.KIND)
-        lists = ([res.get(namespace=ns, _request_timeout=TIMEOUT) for ns in namespaces] if namespaces
-                 else [res.get(_request_timeout=TIMEOUT)])
-        return sorted((i.metadata.namespace, i.metadata.name) for lst in lists for i in lst.items)
+        lists = ([res.get(namespace=ns, serialize=False, _request_timeout=TIMEOUT) for ns in namespaces] if namespaces
+                 else [res.get(serialize=False, _request_timeout=TIMEOUT)])
+        return sorted((i["metadata"]["namespace"], i["metadata"]["name"]) for lst in lists for i in _json(lst)["items"])
 
     def peering_status(self, name: str, namespace: str | None) -> dict[str, Any] | None:
         """``status`` of kopf's peering object (ClusterKopfPeering, or KopfPeering in ``namespace``);
@@ -114,8 +149,8 @@ class Kube:
             res = self._resource(api_version, kind)
             if res is None:
                 return []
-            items = res.get(namespace=namespace, label_selector=f"{labels.DEPLOYMENT}={cr}",
-                            _request_timeout=TIMEOUT).to_dict()["items"]
+            items = _json(res.get(namespace=namespace, label_selector=f"{labels.DEPLOYMENT}={cr}", serialize=False,
+                                  _request_timeout=TIMEOUT))["items"]
             for item in items:
                 item.setdefault("apiVersion", api_version)
                 item.setdefault("kind", kind)
@@ -131,7 +166,8 @@ class Kube:
             raise RuntimeError(f"{obj['apiVersion']} {obj['kind']} is not served by this cluster (is its CRD installed?)")
         try:
             res.server_side_apply(body=obj, namespace=obj["metadata"].get("namespace"),
-                                  field_manager=labels.FIELD_MANAGER, force_conflicts=True, _request_timeout=TIMEOUT)
+                                  field_manager=labels.FIELD_MANAGER, force_conflicts=True, serialize=False,
+                                  _request_timeout=TIMEOUT)
         except ApiException as e:
             if e.status == 403 and "being terminated" in str(e.body or ""):
                 log.info("namespace %s is being deleted: not applying %s/%s", obj["metadata"].get("namespace"),
@@ -172,7 +208,7 @@ class Kube:
         res = self._required(f"{labels.GROUP}/{labels.VERSION}", labels.KIND)
         try:
             res.status.patch(name=name, namespace=namespace, body={"status": status},
-                             content_type="application/merge-patch+json", _request_timeout=TIMEOUT)
+                             content_type="application/merge-patch+json", serialize=False, _request_timeout=TIMEOUT)
         except NotFoundError:
             log.info("%s/%s is gone: its status is not written", namespace, name)
             return
@@ -180,7 +216,19 @@ class Kube:
 
     def gpu_nodes_and_pods(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
         """(every node carrying nvidia.com/gpu.clique, every pod bound to a node and not finished,
-        cluster-wide); None when RBAC does not allow it (namespace-scoped install)."""
+        cluster-wide); None when RBAC does not allow it (namespace-scoped install). One answer
+        serves every pass of the next ``CAPACITY_TTL_S`` seconds: while 30 deployments converge
+        many of them ask at once (a gang waits a scheduling cycle), and each list of 182 nodes and
+        their pods cost ~10 % of the operator's CPU (py-spy, make bench-scale, bench/README.md)."""
+        with self._capacity_lock:  # one list at a time; the passes waiting for it take its answer
+            at, value = self._capacity
+            if value is not None and time.monotonic() - at < CAPACITY_TTL_S:
+                return value
+            value = self._gpu_nodes_and_pods()
+            self._capacity = (time.monotonic(), value)
+            return value
+
+    def _gpu_nodes_and_pods(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
         # Raw JSON, not the client's typed models: converting 180 nodes and their pods to models and
         # back took 340 ms of a pass (cProfile).
         try:
@@ -194,16 +242,6 @@ class Kube:
                 return None
             raise
         return json.loads(nodes.data)["items"], json.loads(pods.data)["items"]  # type: ignore[attr-defined]
-
-    def compute_domain_ready(self, namespace: str, cr: str) -> bool:
-        res = self._resource("resource.nvidia.com/v1beta1", "ComputeDomain")
-        if res is None:
-            return False
-        try:
-            obj = res.get(name=compute_domain(cr), namespace=namespace, _request_timeout=TIMEOUT).to_dict()
-        except NotFoundError:
-            return False
-        return (obj.get("status") or {}).get("status") == "Ready"
 
     def event(self, cr: dict[str, Any], type_: str, reason: str, message: str) -> None:
         """A core/v1 Event on the custom resource (kubectl describe shows it)."""

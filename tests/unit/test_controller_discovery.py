@@ -1,0 +1,90 @@
+"""The Workload API asked again on every resync (qdd.controller.handlers.recheck_workload_api,
+Kube.serves_workload_api(fresh=True)): a cluster that gains or loses it switches the placement of
+later passes; an API error keeps the placement."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import urllib3
+from kubernetes.client import ApiClient
+from kubernetes.client.rest import RESTResponse
+from kubernetes.client.exceptions import ApiException
+
+from qdd.controller.handlers import recheck_workload_api
+from qdd.controller.kube import WORKLOAD_API, Kube
+
+
+def _resp(body: dict) -> RESTResponse:
+    return RESTResponse(urllib3.HTTPResponse(body=json.dumps(body).encode(), status=200, preload_content=True,
+                                             headers={"Content-Type": "application/json"}))
+
+
+class _Api(ApiClient):
+    """The client's own ApiClient, with its HTTP layer answered here: GET /apis/scheduling.k8s.io/v1alpha2."""
+
+    def __init__(self):
+        super().__init__()
+        self.served: bool | None = True  # None: the request fails with 503
+        self.paths: list[str] = []
+        self.rest_client = SimpleNamespace(request=self._http)
+
+    def _http(self, method, url, *args, **kwargs):
+        self.paths.append(f"{method} {url.split('//', 1)[-1].split('/', 1)[-1]}")
+        if self.served is None:
+            raise ApiException(status=503, reason="Service Unavailable")
+        if not self.served:
+            raise ApiException(status=404, reason="Not Found")
+        return _resp({"kind": "APIResourceList", "groupVersion": WORKLOAD_API, "resources": [
+            {"name": "workloads", "kind": "Workload", "namespaced": True, "singularName": "workload", "verbs": ["get"]},
+            {"name": "podgroups", "kind": "PodGroup", "namespaced": True, "singularName": "podgroup", "verbs": ["get"]},
+            {"name": "podgroups/status", "kind": "PodGroup", "namespaced": True, "singularName": "", "verbs": ["get"]}]})
+
+
+class _Resources:
+    def __init__(self, api: _Api):
+        self.api, self.invalidated = api, 0
+
+    def invalidate_cache(self):
+        self.invalidated += 1
+
+    def get(self, api_version: str, kind: str):
+        from kubernetes.dynamic.exceptions import ResourceNotFoundError
+        if not self.api.served:
+            raise ResourceNotFoundError(kind)
+        return SimpleNamespace(kind=kind)
+
+
+def _kube(api: _Api) -> Kube:
+    k = Kube.__new__(Kube)  # no API server: only what serves_workload_api touches
+    k.api, k.dyn, k._res = api, SimpleNamespace(resources=_Resources(api)), {}
+    for kind in ("Workload", "PodGroup"):
+        k._resource(WORKLOAD_API, kind)
+    return k
+
+
+def test_fresh_discovery_follows_the_cluster_and_drops_the_cached_kinds():
+    api = _Api()
+    k = _kube(api)
+    assert k.serves_workload_api() and k.serves_workload_api(fresh=True)
+    assert api.paths == [f"GET apis/{WORKLOAD_API}"] and k.dyn.resources.invalidated == 0
+    api.served = False  # e.g. the API server restarted without the GenericWorkload gate
+    assert not k.serves_workload_api(fresh=True)
+    assert k.dyn.resources.invalidated == 1 and not k.serves_workload_api()  # kinds looked up again: gone
+    api.served = True
+    assert k.serves_workload_api(fresh=True) and k.serves_workload_api()
+    assert k.dyn.resources.invalidated == 2
+
+
+def test_resync_switches_the_placement_when_the_api_comes_or_goes_and_keeps_it_on_errors():
+    api = _Api()
+    r = SimpleNamespace(kube=_kube(api), gang=True)
+    assert recheck_workload_api(r) is False and r.gang is True
+    api.served = False
+    assert recheck_workload_api(r) is True and r.gang is False
+    assert recheck_workload_api(r) is False and r.gang is False
+    api.served = None  # 503: not an answer
+    assert recheck_workload_api(r) is False and r.gang is False
+    api.served = True
+    assert recheck_workload_api(r) is True and r.gang is True

@@ -1,0 +1,76 @@
+"""qdd.controller.workqueue: one queued pass per key however many triggers, a pass asked for while
+one runs runs once more after it, never two passes of one key at once, retries after a failure."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from qdd.controller import workqueue
+from qdd.controller.workqueue import WorkQueue, wait_idle
+
+
+def test_triggers_of_a_waiting_key_collapse_into_one_pass():
+    gate, passes = threading.Event(), []
+    q = WorkQueue(lambda ns, n: (gate.wait(5), passes.append((ns, n))), workers=1)
+    q.start()
+    q.add(("ns", "blocker"))  # holds the only worker while the triggers below arrive
+    time.sleep(0.05)
+    for _ in range(500):  # e.g. 500 pod events of one deployment
+        q.add(("ns", "a"))
+    q.add(("ns", "b"))
+    assert len(q) == 2
+    gate.set()
+    assert wait_idle(q, 5)
+    assert passes == [("ns", "blocker"), ("ns", "a"), ("ns", "b")]
+    q.stop()
+
+
+def test_a_key_added_while_it_runs_runs_once_more_and_never_twice_at_once():
+    started, release = threading.Event(), threading.Event()
+    running, most, passes = [0], [0], []
+    lock = threading.Lock()
+
+    def reconcile(ns: str, n: str) -> None:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        passes.append(n)
+        if len(passes) == 1:
+            started.set()
+            release.wait(5)
+        with lock:
+            running[0] -= 1
+
+    q = WorkQueue(reconcile, workers=4)
+    q.start()
+    q.add(("ns", "a"))
+    assert started.wait(5)
+    for _ in range(10):
+        q.add(("ns", "a"))  # the change these stand for came after the running pass read the cluster
+    release.set()
+    assert wait_idle(q, 5)
+    assert passes == ["a", "a"]
+    assert most[0] == 1
+    q.stop()
+
+
+def test_a_failed_pass_is_retried_after_the_backoff(monkeypatch):
+    monkeypatch.setattr(workqueue, "BACKOFF_FIRST_S", 0.05)
+    calls: list[float] = []
+
+    def reconcile(ns: str, n: str) -> None:
+        calls.append(time.monotonic())
+        if len(calls) < 3:
+            raise RuntimeError("API server unavailable")
+
+    q = WorkQueue(reconcile, workers=1)
+    q.start()
+    q.add(("ns", "a"))
+    end = time.monotonic() + 5
+    while len(calls) < 3 and time.monotonic() < end:
+        time.sleep(0.01)
+    assert len(calls) == 3
+    assert calls[1] - calls[0] >= 0.05 and calls[2] - calls[1] >= 0.1  # 0.05 s, then doubled
+    assert q.alive()
+    q.stop()

@@ -72,13 +72,16 @@ def test_control_plane_component_crash_mid_reconcile_converges(kube, cp_operator
     wait_converged(kube, cr)
     untouched = uids(pods(kube, name, namespace, "prefill"))  # 4 prefill pods: a scale-up keeps them
     op_pid = cp_operator.proc.pid
-    injected, cr, back = _change_and_crash(kube, cp_operator, cr, component)
-    print("injected:", injected)
-    if component == control_plane.ETCD:
-        control_plane.restart_kwok(kube)  # the simulated kubelets, not the operator (restart_kwok says why)
-    with control_plane.Supervisor(kube) as kubelet:
-        wait_converged(kube, cr, timeout=150)
-    took = time.monotonic() - back
+    try:
+        injected, cr, back = _change_and_crash(kube, cp_operator, cr, component)
+        print("injected:", injected)
+        if component == control_plane.ETCD:
+            control_plane.restart_kwok(kube)  # the simulated kubelets, not the operator (restart_kwok says why)
+        with control_plane.Supervisor(kube) as kubelet:
+            wait_converged(kube, cr, timeout=150)
+        took = time.monotonic() - back
+    finally:
+        control_plane.start(kube)  # leave every component running and leading for the tests that follow
     print(f"converged {took:.1f} s after {component} was serving again (resync {RESYNC_SECONDS:.0f} s); "
           f"components that exited by themselves and were started again: {kubelet.restarts or 'none'}")
     # Nothing lost from etcd: the custom resource's spec and the objects written before the crash.

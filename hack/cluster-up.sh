@@ -133,6 +133,16 @@ stop_leftovers() {  # [component]: only that one
 
 if [ -d "$cluster_dir" ]; then
   if api_ok; then
+    # A component can exit by itself while the API server serves (kube-scheduler and
+    # kube-controller-manager after losing their leader lease): kwokctl starts only the stopped ones.
+    dead=()
+    for f in "$cluster_dir"/pids/*.pid; do
+      [ -s "$f" ] && ! kill -0 "$(cat "$f")" 2>/dev/null && dead+=("$(basename "$f" .pid)")
+    done
+    if [ ${#dead[@]} -gt 0 ]; then
+      log "cluster up, but ${dead[*]} not running: starting it again"
+      "${offline_env[@]}" kwokctl start cluster --name "$name" --wait 60s --timeout 2m 9>&- >/dev/null
+    fi
     log "cluster already up"
   else
     log "cluster exists but does not serve: restarting its components"

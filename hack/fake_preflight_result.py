@@ -27,6 +27,7 @@ import sys
 import time
 from pathlib import Path
 
+import urllib3
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
@@ -95,7 +96,7 @@ def main() -> None:
                 converge(core, ev["object"], default)
         except ApiException as e:
             log.warning("API error: %s", e.reason)
-        except OSError as e:
+        except (OSError, urllib3.exceptions.HTTPError) as e:  # the API server restarting: refused, cut off
             log.warning("connection error: %s", e)
             time.sleep(1)
 

@@ -20,8 +20,10 @@ def free_port() -> int:
 
 class OperatorProcess:
     def __init__(self, kube: Kube, resync_seconds: float = 5.0, args: tuple[str, ...] = (),
-                 env: dict[str, str] | None = None, log_name: str = ""):
-        """``args``: extra `qdd run` arguments (e.g. --peering); ``env``: added to the cluster env."""
+                 env: dict[str, str] | None = None, log_name: str = "", source: Path | None = None):
+        """``args``: extra `qdd run` arguments (e.g. --peering); ``env``: added to the cluster env;
+        ``source``: run the qdd package found there (an ``operator/src`` of another version, same
+        venv) instead of the installed one."""
         self.kube = kube
         self.resync = resync_seconds
         self.args, self.extra_env = args, env or {}
@@ -29,14 +31,17 @@ class OperatorProcess:
         self.liveness_port = free_port()
         self.log_path: Path = LOGS / f"operator-{kube.cluster}{log_name}.log"
         self.proc: subprocess.Popen | None = None
+        self.source = source
 
     def start(self) -> None:
         LOGS.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "a")  # noqa: SIM115 — the operator process writes it until stop()
+        qdd = [str(VENV_BIN / "qdd")] if self.source is None else [str(VENV_BIN / "python"), "-m", "qdd.cli"]
+        env = {**self.kube.env, **self.extra_env, **({"PYTHONPATH": str(self.source)} if self.source else {})}
         self.proc = subprocess.Popen(
-            [str(VENV_BIN / "qdd"), "run", "--metrics-port", str(self.metrics_port),
+            [*qdd, "run", "--metrics-port", str(self.metrics_port),
              "--liveness-port", str(self.liveness_port), "--resync-seconds", str(self.resync), *self.args],
-            env={**self.kube.env, **self.extra_env}, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         self.kube.wait_for(self.live, timeout=60, interval=0.3, desc="operator liveness endpoint")
 
     def live(self) -> bool:

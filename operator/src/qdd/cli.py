@@ -180,10 +180,12 @@ def cmd_bench_report(args: argparse.Namespace) -> None:
 
 def cmd_run(args: argparse.Namespace) -> None:
     from .controller.main import run
+    from .controller.watching import WatchTimeouts
 
     run(namespaces=args.namespace, metrics_port=args.metrics_port, liveness_port=args.liveness_port,
         resync_seconds=args.resync_seconds, peering=args.peering, priority=args.priority,
-        peering_lifetime=args.peering_lifetime)
+        peering_lifetime=args.peering_lifetime,
+        watch=WatchTimeouts(args.watch_server_timeout, args.watch_client_timeout, args.watch_inactivity_timeout))
 
 
 def parser() -> argparse.ArgumentParser:
@@ -231,6 +233,14 @@ def parser() -> argparse.ArgumentParser:
     o.add_argument("--priority", type=int, help="this replica's peering priority (default: from POD_ID or the host name)")
     o.add_argument("--peering-lifetime", type=int, default=15,
                    help="seconds a replica's keep-alive stays valid; the hand-over time after a crash (default 15)")
+    # Defaults as in qdd.controller.watching.WatchTimeouts, which says why.
+    o.add_argument("--watch-inactivity-timeout", type=float, default=70.0, metavar="SECONDS",
+                   help="a watch stream with no event (bookmarks included) for this long is dropped and watched "
+                        "again (default 70; the API server sends a bookmark about every 60 s)")
+    o.add_argument("--watch-server-timeout", type=int, default=300, metavar="SECONDS",
+                   help="the API server ends each watch request after this long (default 300)")
+    o.add_argument("--watch-client-timeout", type=float, default=330.0, metavar="SECONDS",
+                   help="the operator ends a watch request after this long at most (default 330)")
     o.set_defaults(func=cmd_run)
     return ap
 

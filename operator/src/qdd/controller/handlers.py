@@ -14,6 +14,7 @@ import kopf
 from .. import labels
 from . import metrics
 from .reconcile import Reconciler
+from .watching import WatchTimeouts
 from .workqueue import WorkQueue
 
 CR = (labels.GROUP, labels.VERSION, labels.PLURAL)
@@ -31,9 +32,7 @@ def _configure(settings: kopf.OperatorSettings) -> None:
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=labels.GROUP, key="last-handled-configuration", ignored_fields=IGNORED_FIELDS)
     settings.persistence.finalizer = f"{labels.GROUP}/kopf-finalizer"
-    settings.watching.server_timeout = 300
-    settings.watching.client_timeout = 330
-    settings.watching.inactivity_timeout = 600
+    # Watch timeouts: qdd.controller.watching (applied in run()).
     # kopf's executor now runs only the benchmark handlers (sync; ours are async and only queue).
     settings.execution.max_workers = 8
     settings.posting.level = logging.WARNING
@@ -106,7 +105,7 @@ def _reconcile_age(state: Mapping[str, Any]) -> float:
 
 
 def register(reconciler_factory: Any, resync_seconds: float, leader: Callable[[], bool] | None = None,
-             peering_lifetime: int | None = None) -> None:
+             peering_lifetime: int | None = None, watch: WatchTimeouts | None = None) -> None:
     """Register the handlers. ``reconciler_factory()`` builds the :class:`Reconciler` at startup
     (after kopf has its event loop, before any handler runs).
 
@@ -118,6 +117,7 @@ def register(reconciler_factory: Any, resync_seconds: float, leader: Callable[[]
     @kopf.on.startup()
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         _configure(settings)
+        (watch or WatchTimeouts()).apply(settings)
         if peering_lifetime is not None:
             settings.peering.lifetime = peering_lifetime
         state["r"] = r = reconciler_factory()

@@ -14,6 +14,8 @@ import pytest
 import yaml
 
 from qdd import labels
+from qdd.canary import Answer
+from qdd.controller.canary import CanaryChecker
 from qdd.controller.children import MANAGED_KINDS, manifest_hash
 from qdd.controller.reconcile import Reconciler
 from qdd.controller.status import Observed, compute_status, status_patch
@@ -677,8 +679,19 @@ class FakeKube:
         return out
 
 
+CANARY_SENT: list[tuple[str, dict]] = []
+
+
+def _router_answers(url: str, body: dict, timeout: float) -> Answer:
+    """The router of this hand-made cluster: the same answer to every canary (tests/unit/test_canary.py
+    covers the canary itself)."""
+    CANARY_SENT.append((url, body))
+    return Answer(" Paris.", None, 200, 12.5)
+
+
 def _reconcile(kube: FakeKube) -> list[tuple[str, str, str]]:
-    Reconciler(kube, gang=True).once("default", NAME)  # type: ignore[arg-type]
+    Reconciler(kube, gang=True, canary=CanaryChecker(_router_answers, override="")).once(  # type: ignore[arg-type]
+        "default", NAME)
     return kube.take()
 
 

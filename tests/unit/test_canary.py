@@ -208,7 +208,8 @@ def test_crd_carries_the_timeout_rule_and_defaults():
 
     canary = VERSION["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["validation"]["properties"][
         "canary"]
-    assert canary["x-kubernetes-validations"][0]["rule"] == "self.timeoutSeconds < self.periodSeconds"
+    assert canary["x-kubernetes-validations"][0]["rule"] == (
+        "(has(self.timeoutSeconds) ? self.timeoutSeconds : 10) < (has(self.periodSeconds) ? self.periodSeconds : 300)")
     props = canary["properties"]
     assert (props["maxTokens"]["default"], props["maxTokens"]["maximum"], props["periodSeconds"]["minimum"]) == (
         16, 256, 5)

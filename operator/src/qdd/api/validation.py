@@ -16,9 +16,13 @@ DEFAULT_PROMPT = "The capital of France is"
 """A short prompt every instruction-tuned or base checkpoint continues; its answer matters only as
 a baseline to compare with, never as a fact the canary checks."""
 
-_TIMEOUT_RULE = ("self.timeoutSeconds < self.periodSeconds", ".timeoutSeconds",
+DEFAULT_TIMEOUT_SECONDS, DEFAULT_PERIOD_SECONDS = 10, 300
+# The API server checks the rule on the schema's default ({}) too, before nested defaults apply:
+# an absent field reads as its default.
+_TIMEOUT_RULE = (f"(has(self.timeoutSeconds) ? self.timeoutSeconds : {DEFAULT_TIMEOUT_SECONDS}) < "
+                 f"(has(self.periodSeconds) ? self.periodSeconds : {DEFAULT_PERIOD_SECONDS})", ".timeoutSeconds",
                  "timeoutSeconds must be below periodSeconds (a check may not outlast its period); "
-                 "the defaults are 10 and 300")
+                 f"the defaults are {DEFAULT_TIMEOUT_SECONDS} and {DEFAULT_PERIOD_SECONDS}")
 
 
 class CanarySpec(ApiModel):
@@ -27,8 +31,8 @@ class CanarySpec(ApiModel):
     enabled: bool = Field(True, description="Send one deterministic completion through the router before Ready and every periodSeconds; a wrong answer, an HTTP error or a timeout sets Degraded. False: Ready does not wait for it (CanaryPassed reason CanaryDisabled).")
     prompt: str = Field(DEFAULT_PROMPT, min_length=1, max_length=2048, description="The prompt of the canary's /v1/completions request (sent as given).")
     max_tokens: int = Field(16, ge=1, le=256, description="max_tokens of the request: tokens the answer may have. Small: the check runs inside a reconcile.")
-    period_seconds: int = Field(300, ge=5, le=86400, description="Seconds between checks once one passed (a failed check is retried after min(periodSeconds, 30)); the operator checks on its passes, so the effective period rounds up to its resync interval (qdd run --resync-seconds, 60).")
-    timeout_seconds: int = Field(10, ge=1, le=120, description="Seconds one request may take, connect to last byte; longer is a failure (CanaryFailed). Below periodSeconds.")
+    period_seconds: int = Field(DEFAULT_PERIOD_SECONDS, ge=5, le=86400, description="Seconds between checks once one passed (a failed check is retried after min(periodSeconds, 30)); the operator checks on its passes, so the effective period rounds up to its resync interval (qdd run --resync-seconds, 60).")
+    timeout_seconds: int = Field(DEFAULT_TIMEOUT_SECONDS, ge=1, le=120, description="Seconds one request may take, connect to last byte; longer is a failure (CanaryFailed). Below periodSeconds.")
     expected: str | None = Field(None, max_length=4096, description="The answer (choices[0].text, exactly) to require. Unset: the first answer of each generation is kept as the baseline (status.canary.answer) and later answers must equal it.")
 
     @model_validator(mode="after")

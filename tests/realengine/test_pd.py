@@ -10,10 +10,16 @@ and no failed one.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import subprocess
 
+from qdd.api import parse_resource
 from qdd.bench import parse_serve_result
+from qdd.canary import complete, request_body
+from qdd.canary.judge import answer_hash
+from qdd.controller.canary import CanaryChecker
+from qdd.plan import build_plan
 
 from .deployment import SERVED, tiny_cr
 from .engines import post_json
@@ -135,3 +141,53 @@ def test_vllm_bench_serve_through_the_router_parsed_by_qdd(pair, router, cpu_ven
     assert set(res.latency) == {"ttft", "tpot", "itl", "e2el"}
     assert 0 < res.latency["ttft"].percentiles[50.0] <= res.latency["e2el"].percentiles[99.0]
     assert after["transfers"] - before["transfers"] == n and after["failed_transfers"] == 0
+
+
+def test_the_operators_canary_through_the_real_router_equals_the_reference_and_repeats(pair, router, cpu_venv,
+                                                                                      checkpoint):
+    """qdd's canary, as the operator runs it (qdd.controller.canary with the CR's own defaults), through
+    the real router to the real pair: the first check keeps the baseline, a second one a period later
+    gets the same answer (determinism), and that answer is the transformers reference's greedy text
+    for the same prompt. The router's loopback URL stands in for its Service name (the harness runs it
+    here, not in a cluster)."""
+    r, _ = router
+    cr = tiny_cr()
+    plan = build_plan(parse_resource(cr))
+    spec = plan.spec.validation.canary
+    checker = CanaryChecker(override=r.base)
+    t0 = dt.datetime.now(dt.timezone.utc)
+    first = checker.state(cr, plan, True, t0)
+    assert (first.passed, first.reason) == (True, "CanaryPassed"), first
+    assert first.record is not None and first.record["baselineSource"] == "first-answer"
+    cr["status"] = {"canary": first.record, "conditions": []}
+    second = checker.state(cr, plan, True, t0 + dt.timedelta(seconds=spec.period_seconds))
+    assert (second.passed, second.reason) == (True, "CanaryPassed"), second
+    assert second.record is not None and second.record["lastCheckTime"] != first.record["lastCheckTime"]
+    assert second.record["answerHash"] == first.record["answerHash"]
+    # The same request with vLLM's token ids, for the reference (prompt ids as the engine tokenized them).
+    body = request_body(SERVED, spec.prompt, spec.max_tokens)
+    assert body == {"model": "tiny-qwen35-moe", "prompt": "The capital of France is", "max_tokens": 16,
+                    "temperature": 0, "seed": 0, "n": 1, "stream": False}
+    status, _, raw = r.post("/v1/completions", body | {"return_token_ids": True})
+    assert status == 200, raw[:2000]
+    choice = json.loads(raw)["choices"][0]
+    answer = complete(r.base, body, spec.timeout_seconds)
+    assert answer.text == choice["text"] and answer_hash(choice["text"]) == first.record["answerHash"]
+    ref = json.loads(run_in_venv(cpu_venv, "reference.py", stdin=json.dumps({
+        "model": str(checkpoint), "decode": True,
+        "cases": [{"prompt_ids": choice["prompt_token_ids"], "completion_ids": choice["token_ids"]}]})))["cases"][0]
+    got, want, steps = choice["token_ids"], ref["greedy"], ref["steps"]
+    assert len(got) == spec.max_tokens and len(set(got)) > 2, got
+    # Token for token the fp32 reference's greedy answer, up to the first position where the
+    # reference is not decisive (its top-2 margin within the bf16 tolerance measured there: the
+    # engine computes in bf16, so either token is right); every token within that tolerance.
+    same = next((i for i, (a, b) in enumerate(zip(got, want, strict=True)) if a != b), len(got))
+    assert same == len(got) or steps[same]["margin"] <= TOLERANCE_FACTOR * steps[same]["bf16_dev"], (same, steps[same])
+    assert all(s["gap"] <= TOLERANCE_FACTOR * s["bf16_dev"] for s in steps), steps
+    assert same >= spec.max_tokens // 2, (same, got, want)
+    if same == len(got):
+        assert ref["greedy_text"] == answer.text
+    print(f"canary on the real engines: answer {answer.text!r} ({same}/{len(got)} tokens = the fp32 reference's greedy "
+          f"tokens; first difference margin {steps[same]['margin'] if same < len(got) else '-'} vs bf16 deviation "
+          f"{steps[same]['bf16_dev'] if same < len(got) else '-'}); latency first {first.record['latencyMs']} ms, "
+          f"second {second.record['latencyMs']} ms, third {answer.latency_ms} ms")

@@ -45,8 +45,9 @@ class CanaryChecker:
         self.send = send
         self.override = (os.environ.get(OVERRIDE_ENV) or None) if override is None else override
         if self.override:
-            log.warning("%s is set: the canary goes to %s, a TEST DOUBLE, not to the router Services",
-                        OVERRIDE_ENV, self.override)
+            log.warning("%s is set (a test setting): the canary goes to %s (the simulated cluster's router TEST "
+                        "DOUBLE, or a router outside the cluster), not to the router Services", OVERRIDE_ENV,
+                        self.override)
 
     def base_url(self, plan: Plan) -> str:
         if self.override:

@@ -13,10 +13,11 @@ from __future__ import annotations
 import datetime as dt
 import json
 import subprocess
+import threading
 
 from qdd.api import parse_resource
 from qdd.bench import parse_serve_result
-from qdd.canary import complete, request_body
+from qdd.canary import CanaryState, complete, request_body
 from qdd.canary.judge import answer_hash
 from qdd.controller.canary import CanaryChecker
 from qdd.plan import build_plan
@@ -154,13 +155,23 @@ def test_the_operators_canary_through_the_real_router_equals_the_reference_and_r
     cr = tiny_cr()
     plan = build_plan(parse_resource(cr))
     spec = plan.spec.validation.canary
-    checker = CanaryChecker(override=r.base)
+    answered = threading.Event()
+    checker = CanaryChecker(override=r.base, notify=lambda ns, name: answered.set())
+
+    def check(now: dt.datetime) -> CanaryState:
+        """Two passes, as the operator's: one sends (the pool), the one ``notify`` asks for judges."""
+        answered.clear()
+        sent = checker.state(cr, plan, True, now)
+        assert sent.reason in ("CanaryPending", "CanaryPassed"), sent
+        assert answered.wait(spec.timeout_seconds + 5), "no canary answer"
+        return checker.state(cr, plan, True, now)
+
     t0 = dt.datetime.now(dt.timezone.utc)
-    first = checker.state(cr, plan, True, t0)
+    first = check(t0)
     assert (first.passed, first.reason) == (True, "CanaryPassed"), first
     assert first.record is not None and first.record["baselineSource"] == "first-answer"
     cr["status"] = {"canary": first.record, "conditions": []}
-    second = checker.state(cr, plan, True, t0 + dt.timedelta(seconds=spec.period_seconds))
+    second = check(t0 + dt.timedelta(seconds=spec.period_seconds + 60))  # due again
     assert (second.passed, second.reason) == (True, "CanaryPassed"), second
     assert second.record is not None and second.record["lastCheckTime"] != first.record["lastCheckTime"]
     assert second.record["answerHash"] == first.record["answerHash"]

@@ -47,10 +47,13 @@ class _Server:
                 outer.seen.append((self.path, body))
                 status, payload, delay = outer.reply
                 time.sleep(delay)
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up (the timeout case)
+                    pass
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
@@ -91,6 +94,12 @@ def test_client_reports_every_failure_without_raising(server, reply, error):
     a = complete(server.url, request_body("m", "p", 4), 0.5)
     assert a.text is None and a.error == error
     assert a.status == (None if "within" in error else reply[0])
+
+
+def test_client_bounds_the_whole_request_and_the_answer_size(server):
+    server.reply = (200, b" " * 2_000_000, 0.0)
+    a = complete(server.url, request_body("m", "p", 4), 5)
+    assert a.text is None and a.error == "an answer longer than 1048576 bytes: not a completion"
 
 
 def test_client_refused_connection():
@@ -232,7 +241,7 @@ class _Router:
 
 
 def _pass(kube: FakeKube, router: _Router) -> list[tuple[str, str, str]]:
-    Reconciler(kube, gang=True, canary=CanaryChecker(router, override="")).once("default", NAME)  # type: ignore[arg-type]
+    Reconciler(kube, gang=True, canary=CanaryChecker(router, override="", workers=0)).once("default", NAME)  # type: ignore[arg-type]
     return kube.take()
 
 
@@ -295,3 +304,49 @@ def test_the_test_double_override_names_the_resource():
     checker = CanaryChecker(_Router(), override="http://127.0.0.1:5/{namespace}/{name}")
     assert checker.base_url(plan) == f"http://127.0.0.1:5/default/{NAME}"
     assert request_hash(request_body("m", "p", 1)) != request_hash(request_body("m", "p", 2))
+
+
+def test_the_request_runs_off_the_pass_and_the_next_pass_judges_its_answer():
+    """A slow router holds no reconcile: the pass returns while the request is still out (the send
+    below blocks until released), one request per resource is in flight, and the pass that
+    ``notify`` asks for writes the result."""
+    release, notified, calls = threading.Event(), threading.Event(), []
+
+    def slow_router(url: str, body: dict[str, Any], timeout: float) -> Answer:
+        calls.append(url)
+        assert release.wait(30)
+        return Answer(" Paris.", None, 200, 5.0)
+
+    kube = FakeKube(cr_of())
+    checker = CanaryChecker(slow_router, override="", notify=lambda ns, name: notified.set())
+    r = Reconciler(kube, gang=True, canary=checker)  # type: ignore[arg-type]
+    r.once("default", NAME)
+    kube.settle()
+    for _ in range(2):
+        r.once("default", NAME)
+        st = kube.cr["status"]
+        assert (cond(st, "Ready")["status"], cond(st, "Ready")["reason"]) == ("False", "CanaryPending")
+        assert cond(st, "CanaryPassed")["message"] == "the canary request is on its way to the router"
+    release.set()
+    assert notified.wait(30)
+    r.once("default", NAME)
+    st = kube.cr["status"]
+    assert cond(st, "Ready")["status"] == "True" and st["canary"]["lastResult"] == "Passed"
+    assert len(calls) == 1
+
+
+def test_a_client_that_raises_is_a_failed_check():
+    def broken(url: str, body: dict[str, Any], timeout: float) -> Answer:
+        raise RuntimeError("boom")
+
+    notified = threading.Event()
+    kube = FakeKube(cr_of())
+    r = Reconciler(kube, gang=True, canary=CanaryChecker(broken, override="", notify=lambda ns, n: notified.set()))  # type: ignore[arg-type]
+    r.once("default", NAME)
+    kube.settle()
+    r.once("default", NAME)
+    assert notified.wait(30)
+    r.once("default", NAME)
+    d = cond(kube.cr["status"], "Degraded")
+    assert (d["status"], d["reason"]) == ("True", "CanaryFailed")
+    assert "canary client error: RuntimeError: boom" in d["message"]

@@ -690,7 +690,7 @@ def _router_answers(url: str, body: dict, timeout: float) -> Answer:
 
 
 def _reconcile(kube: FakeKube) -> list[tuple[str, str, str]]:
-    Reconciler(kube, gang=True, canary=CanaryChecker(_router_answers, override="")).once(  # type: ignore[arg-type]
+    Reconciler(kube, gang=True, canary=CanaryChecker(_router_answers, override="", workers=0)).once(  # type: ignore[arg-type]
         "default", NAME)
     return kube.take()
 

@@ -111,6 +111,8 @@ class Reconciler:
         (default: to the router Services)."""
         self.kube = kube
         self.canary = canary or CanaryChecker()
+        if self.canary.notify is None:  # an answer that came in is judged by one more pass
+            self.canary.notify = self.reconcile
         self.namespaces = namespaces or []
         self.gang = kube.serves_workload_api() if gang is None else gang
         log.info("placement: %s", "gang scheduling through the Workload API (scheduling.k8s.io/v1alpha2 PodGroup)"
@@ -143,6 +145,7 @@ class Reconciler:
 
     def forget(self, namespace: str, name: str) -> None:
         self.managed.discard((namespace, name))
+        self.canary.forget(namespace, name)
         metrics.MANAGED.set(len(self.managed))
         for role in ("prefill", "decode"):
             for g in (metrics.READY_ENDPOINTS, metrics.DESIRED_ENDPOINTS):

@@ -187,7 +187,7 @@ def _gen(mutate=None) -> str:
 
 def test_generation_changes_with_what_computes_the_answer_only():
     base = _gen()
-    assert len(base) == 16
+    assert len(base) == 8 and base == build_plan(parse_resource(cr_of())).generation
     assert _gen(lambda s: s["engine"].update(image="qdd/vllm:other")) != base
     assert _gen(lambda s: s["model"].update(revision="abc123")) != base
     assert _gen(lambda s: s["model"].update(servedModelName="other")) != base  # a must-match flag
@@ -350,3 +350,28 @@ def test_a_client_that_raises_is_a_failed_check():
     d = cond(kube.cr["status"], "Degraded")
     assert (d["status"], d["reason"]) == ("True", "CanaryFailed")
     assert "canary client error: RuntimeError: boom" in d["message"]
+
+
+def test_a_new_generation_takes_a_new_baseline_after_the_surge():
+    """A new engine image is a new generation (Surge): the canary waits while the router still
+    serves the old one, then keeps the new generation's first answer as its baseline (no mismatch
+    against the old generation's answer)."""
+    kube, router = FakeKube(cr_of()), _Router()
+    for _ in range(3):
+        _pass(kube, router)
+        kube.settle()
+    st = kube.cr["status"]
+    old_gen = st["canary"]["generation"]
+    assert cond(st, "Ready")["status"] == "True" and old_gen == st["rollout"]["generation"]
+    kube.cr["spec"]["engine"]["image"] = "qdd/vllm:other"
+    kube.cr["metadata"]["generation"] += 1
+    router.text = " Lyon."
+    for _ in range(12):
+        _pass(kube, router)
+        kube.settle()
+        st = kube.cr["status"]
+        assert cond(st, "Degraded")["status"] == "False", cond(st, "Degraded")
+        if cond(st, "Ready")["status"] == "True":
+            break
+    assert st["rollout"]["generation"] != old_gen and st["canary"]["generation"] == st["rollout"]["generation"]
+    assert (st["canary"]["answer"], st["canary"]["lastResult"]) == (" Lyon.", "Passed")

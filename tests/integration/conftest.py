@@ -58,6 +58,9 @@ class Kube:
         self.kubectl_bin = str(BIN / "kubectl") if (BIN / "kubectl").exists() else (
             shutil.which("kubectl") or "kubectl")
         self.timings: dict[str, float] = {}
+        # Where hack/fake_canary_router.py writes its URL (hack/cluster/env.sh); fixed here, as
+        # copies of this handle rename ``cluster`` for their log files (test_helm).
+        self.canary_url_file = REPO / ".qdd" / "clusters" / cluster / "fake-canary-router.url"
 
     def kubectl(self, *args: str, input: str | None = None, check: bool = True,
                 timeout: float = 120) -> subprocess.CompletedProcess:
@@ -109,7 +112,7 @@ class Kube:
     def canary_double_url(self) -> str:
         """URL template of the router TEST DOUBLE that answers the operator's canary
         (hack/fake_canary_router.py, started by hack/cluster-up.sh): kwok runs no router."""
-        f = REPO / ".qdd" / "clusters" / self.cluster / "fake-canary-router.url"
+        f = self.canary_url_file
         assert f.exists(), f"{f} is missing: hack/cluster-up.sh starts hack/fake_canary_router.py, which writes it"
         return f.read_text().strip()
 

@@ -113,7 +113,7 @@ bench-operator: venv
 bench-scale: venv tools
 	QDD_CLUSTER=$${QDD_SCALE_CLUSTER:-qdd-scale} QDD_RACKS=$${QDD_RACKS:-10} bash hack/cluster-up.sh
 	kubectl apply --server-side --force-conflicts -f crds/qdd.dev_qwendisaggdeployments.yaml
-	$(PY) bench/scale.py
+	QDD_CANARY_URL_OVERRIDE=$$(cat .qdd/clusters/$${QDD_SCALE_CLUSTER:-qdd-scale}/fake-canary-router.url) $(PY) bench/scale.py
 
 # KV-transfer preflight between two GPUs of one host, serve on GPU 0 and fetch on GPU 1, NVLink and
 # TCP-only (bench/README.md). Needs two NVLink-connected GPUs, torch and nixl (or nixl wheels in .whl/);

@@ -31,6 +31,7 @@ for double in "${doubles[@]}"; do
     rm -f "$pidf"
   fi
 done
+rm -f "$canary_url_file"
 
 # 2. The control plane: kwokctl stops the components it started and deletes the cluster's data;
 # any component still alive after that (its pid recorded by kwokctl, its command line naming this

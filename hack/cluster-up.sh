@@ -5,8 +5,10 @@
 #   18 fake GB200 nodes per rack (4 nvidia.com/gpu each, arm64, GPU Feature Discovery labels, one
 #   NVLink clique label per rack) + 2 CPU-only amd64 nodes;
 #   the ComputeDomain CRD stand-in (crds/test/), DRA DeviceClass + ResourceSlices with fake IMEX
-#   channels, and two test doubles: the ComputeDomain driver (hack/fake_compute_domain_driver.py)
-#   and the GPUs behind the KV-transfer preflight (hack/fake_preflight_result.py).
+#   channels, and the test doubles: the ComputeDomain driver (hack/fake_compute_domain_driver.py),
+#   the GPUs behind the KV-transfer preflight (hack/fake_preflight_result.py) and the benchmark
+#   Jobs (hack/fake_bench_result.py), and the router that answers the operator's canary
+#   (hack/fake_canary_router.py; its URL in .qdd/clusters/$QDD_CLUSTER/fake-canary-router.url).
 #
 # Usage: hack/cluster-up.sh [--racks N] [--channels N]
 # Env:   QDD_CLUSTER  cluster name (default qdd)
@@ -34,7 +36,7 @@ while [ $# -gt 0 ]; do
     --racks=*) racks=${1#*=}; shift ;;
     --channels) channels=$2; shift 2 ;;
     --channels=*) channels=${1#*=}; shift ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "cluster-up: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -223,7 +225,9 @@ for double in "${doubles[@]}"; do
     continue
   fi
   seen=0; [ -f "$dlog" ] && seen=$(wc -l < "$dlog")
-  setsid "$py" -u "hack/$double.py" --kubeconfig "$cluster_kc" >> "$dlog" 2>&1 < /dev/null 9>&- &
+  extra=()
+  [ "$double" = fake_canary_router ] && extra=(--url-file "$canary_url_file")
+  setsid "$py" -u "hack/$double.py" --kubeconfig "$cluster_kc" "${extra[@]}" >> "$dlog" 2>&1 < /dev/null 9>&- &
   pid=$!
   echo "$pid" > "$pidf"
   for _ in $(seq 1 100); do

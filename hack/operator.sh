@@ -2,7 +2,9 @@
 # Runs the operator (`qdd run`) as a local background process against .qdd/kubeconfig.
 # Usage: hack/operator.sh start|stop|restart|status
 # Env:   KUBECONFIG (default .qdd/kubeconfig), QDD_METRICS_PORT (18080), QDD_LIVENESS_PORT (18081),
-#        QDD_RESYNC_SECONDS (30). Log: .qdd/operator.log; pid: .qdd/operator.pid.
+#        QDD_RESYNC_SECONDS (30), QDD_CLUSTER (qdd). Log: .qdd/operator.log; pid: .qdd/operator.pid.
+#        With the simulated cluster of QDD_CLUSTER up, the canary goes to its router TEST DOUBLE
+#        (QDD_CANARY_URL_OVERRIDE from .qdd/clusters/$QDD_CLUSTER/fake-canary-router.url): kwok runs no router.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 export KUBECONFIG=${KUBECONFIG:-$root/.qdd/kubeconfig}
@@ -10,6 +12,11 @@ pidfile=${QDD_OPERATOR_PIDFILE:-$root/.qdd/operator.pid}
 logfile=${QDD_OPERATOR_LOG:-$root/.qdd/operator.log}
 metrics=${QDD_METRICS_PORT:-18080}
 liveness=${QDD_LIVENESS_PORT:-18081}
+canary_url_file="$root/.qdd/clusters/${QDD_CLUSTER:-qdd}/fake-canary-router.url"
+if [ -z "${QDD_CANARY_URL_OVERRIDE:-}" ] && [ -s "$canary_url_file" ]; then
+  QDD_CANARY_URL_OVERRIDE=$(cat "$canary_url_file")
+  export QDD_CANARY_URL_OVERRIDE
+fi
 
 running() { [ -s "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
 

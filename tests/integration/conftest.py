@@ -14,7 +14,8 @@ Fixtures for any test under tests/integration/:
   ``CompletedProcess`` (text), ``kube.get(kind, name=None, namespace=None, selector=None)`` ->
   parsed JSON, ``kube.exists(kind, name, namespace=None)`` -> bool, ``kube.apply(obj_or_yaml, namespace=None)``, ``kube.wait_for(fn, timeout=60,
   interval=0.5, desc="")`` -> first truthy value of ``fn()``, ``kube.api_client()`` -> a
-  ``kubernetes.client.ApiClient`` for this cluster, ``kube.timings`` (seconds taken by
+  ``kubernetes.client.ApiClient`` for this cluster, ``kube.canary_double_url`` /
+  ``kube.canary_env()`` (the router test double that answers the operator's canary), ``kube.timings`` (seconds taken by
   build-tools / cluster-up).
 * ``kubectl`` (session) -> ``kube.kubectl``.
 * ``namespace`` (function) -> name of a fresh namespace whose ``default`` ServiceAccount exists;
@@ -57,6 +58,9 @@ class Kube:
         self.kubectl_bin = str(BIN / "kubectl") if (BIN / "kubectl").exists() else (
             shutil.which("kubectl") or "kubectl")
         self.timings: dict[str, float] = {}
+        # Where hack/fake_canary_router.py writes its URL (hack/cluster/env.sh); fixed here, as
+        # copies of this handle rename ``cluster`` for their log files (test_helm).
+        self.canary_url_file = REPO / ".qdd" / "clusters" / cluster / "fake-canary-router.url"
 
     def kubectl(self, *args: str, input: str | None = None, check: bool = True,
                 timeout: float = 120) -> subprocess.CompletedProcess:
@@ -103,6 +107,18 @@ class Kube:
                 raise AssertionError(f"timed out after {timeout}s waiting for {desc or fn}; "
                                      f"last value {last!r}")
             time.sleep(interval)
+
+    @property
+    def canary_double_url(self) -> str:
+        """URL template of the router TEST DOUBLE that answers the operator's canary
+        (hack/fake_canary_router.py, started by hack/cluster-up.sh): kwok runs no router."""
+        f = self.canary_url_file
+        assert f.exists(), f"{f} is missing: hack/cluster-up.sh starts hack/fake_canary_router.py, which writes it"
+        return f.read_text().strip()
+
+    def canary_env(self) -> dict[str, str]:
+        """The operator's environment that points its canary at the test double."""
+        return {"QDD_CANARY_URL_OVERRIDE": self.canary_double_url}
 
     def api_client(self):
         from kubernetes import config

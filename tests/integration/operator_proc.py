@@ -37,7 +37,8 @@ class OperatorProcess:
         LOGS.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "a")  # noqa: SIM115 — the operator process writes it until stop()
         qdd = [str(VENV_BIN / "qdd")] if self.source is None else [str(VENV_BIN / "python"), "-m", "qdd.cli"]
-        env = {**self.kube.env, **self.extra_env, **({"PYTHONPATH": str(self.source)} if self.source else {})}
+        env = {**self.kube.env, **self.kube.canary_env(), **self.extra_env,
+               **({"PYTHONPATH": str(self.source)} if self.source else {})}
         self.proc = subprocess.Popen(
             [*qdd, "run", "--metrics-port", str(self.metrics_port),
              "--liveness-port", str(self.liveness_port), "--resync-seconds", str(self.resync), *self.args],

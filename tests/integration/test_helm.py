@@ -91,7 +91,7 @@ class SAOperator(OperatorProcess):
         self.proc = subprocess.Popen(
             [str(REPO / ".qdd" / "venv" / "bin" / "qdd"), "run", "--metrics-port", str(self.metrics_port),
              "--liveness-port", str(self.liveness_port), "--resync-seconds", str(self.resync), *self.args],
-            env=self.kube.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            env={**self.kube.env, **self.kube.canary_env()}, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         self.kube.wait_for(self.live, timeout=60, interval=0.3, desc="operator liveness endpoint")
 
     def forbidden(self) -> list[str]:

@@ -6,7 +6,9 @@ For each case, teacher-forced over prompt + completion (the engine's tokens), at
 position t: the fp32 reference's argmax and top-2 margin (logits), the fp32 logit gap of the
 engine's token to the fp32 argmax (0 when the engine picked it), and the largest |bf16 − fp32|
 logit difference of the same model run in bf16 (the measured bf16 tolerance of this model on this
-sequence). Also the reference's own greedy continuation (fp32, same length).
+sequence). Also the reference's own greedy continuation (fp32, same length), and with
+``"decode": true`` in the request its text (``greedy_text``: the checkpoint's tokenizer, special
+tokens skipped, as the engine's detokenizer does).
 """
 
 from __future__ import annotations
@@ -52,7 +54,14 @@ def main(req: dict[str, Any]) -> dict[str, Any]:
     torch.manual_seed(0)
     fp32 = Qwen3_5MoeForConditionalGeneration.from_pretrained(req["model"], dtype=torch.float32).eval()
     bf16 = Qwen3_5MoeForConditionalGeneration.from_pretrained(req["model"], dtype=torch.bfloat16).eval()
-    return {"cases": [case(fp32, bf16, c["prompt_ids"], c["completion_ids"]) for c in req["cases"]]}
+    cases = [case(fp32, bf16, c["prompt_ids"], c["completion_ids"]) for c in req["cases"]]
+    if req.get("decode"):
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(req["model"])
+        for c in cases:
+            c["greedy_text"] = tok.decode(c["greedy"], skip_special_tokens=True)
+    return {"cases": cases}
 
 
 if __name__ == "__main__":

@@ -10,10 +10,17 @@ and no failed one.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import subprocess
+import threading
 
+from qdd.api import parse_resource
 from qdd.bench import parse_serve_result
+from qdd.canary import CanaryState, complete, request_body
+from qdd.canary.judge import answer_hash
+from qdd.controller.canary import CanaryChecker
+from qdd.plan import build_plan
 
 from .deployment import SERVED, tiny_cr
 from .engines import post_json
@@ -123,15 +130,80 @@ def test_vllm_bench_serve_through_the_router_parsed_by_qdd(pair, router, cpu_ven
         capture_output=True, text=True, timeout=600, cwd=tmp_path,
         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "HF_HUB_OFFLINE": "1", "NO_PROXY": "127.0.0.1"})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    res = parse_serve_result((tmp_path / "bench.json").read_text())
+    res = parse_serve_result((tmp_path / "bench.json").read_text(), require=("ttft", "tpot", "itl", "e2el"))
     after, gen1 = nixl_stats(pair.decode.metrics()), generated_tokens(pair.decode.metrics())
     assert res.completed == n and res.failed == 0 and not res.errors, res
     # Decode generated every output token the client counted (decode's own counter). The random
     # dataset's prompts re-tokenize a token or two past ISL with this tokenizer; the engines then
     # stop at --max-model-len (ISL + OSL, qdd's default), so a request never exceeds it.
-    assert gen1 - gen0 == res.total_output_tokens
-    assert res.total_input_tokens + res.total_output_tokens <= n * (w["isl"] + w["osl"]), res
-    assert res.total_output_tokens >= 0.9 * n * w["osl"], res
-    assert set(res.latency) == {"ttft", "tpot", "itl", "e2el"}
-    assert 0 < res.latency["ttft"].percentiles[50.0] <= res.latency["e2el"].percentiles[99.0]
+    assert gen1 - gen0 == res.output_tokens
+    assert res.input_tokens + res.output_tokens <= n * (w["isl"] + w["osl"]), res
+    assert res.output_tokens >= 0.9 * n * w["osl"], res
+    assert set(res.latency_ms) == {"ttft", "tpot", "itl", "e2el"}
+    assert 0 < res.latency_ms["ttft"]["p50"] <= res.latency_ms["e2el"]["p99"]
     assert after["transfers"] - before["transfers"] == n and after["failed_transfers"] == 0
+
+
+def test_the_operators_canary_through_the_real_router_equals_the_reference_and_repeats(pair, router, cpu_venv,
+                                                                                      checkpoint):
+    """qdd's canary, as the operator runs it (qdd.controller.canary with the CR's own defaults), through
+    the real router to the real pair: the first check keeps the baseline, a second one a period later
+    gets the same answer (determinism), and that answer is the transformers reference's greedy text
+    for the same prompt. The router's loopback URL stands in for its Service name (the harness runs it
+    here, not in a cluster)."""
+    r, _ = router
+    cr = tiny_cr()
+    plan = build_plan(parse_resource(cr))
+    spec = plan.spec.validation.canary
+    answered, sent = threading.Event(), []
+
+    def send(url: str, body: dict, timeout: float):
+        sent.append(body)
+        return complete(url, body, timeout)
+
+    checker = CanaryChecker(send, override=r.base, notify=lambda ns, name: answered.set())
+
+    def check(now: dt.datetime) -> CanaryState:
+        """Two passes, as the operator's: one sends (the pool), the one ``notify`` asks for judges."""
+        answered.clear()
+        sent = checker.state(cr, plan, True, now)
+        assert sent.reason in ("CanaryPending", "CanaryPassed"), sent
+        assert answered.wait(spec.timeout_seconds + 5), "no canary answer"
+        return checker.state(cr, plan, True, now)
+
+    t0 = dt.datetime.now(dt.timezone.utc)
+    first = check(t0)
+    assert (first.passed, first.reason) == (True, "CanaryPassed"), first
+    assert first.record is not None and first.record["baselineSource"] == "first-answer"
+    cr["status"] = {"canary": first.record, "conditions": []}
+    second = check(t0 + dt.timedelta(seconds=spec.period_seconds + 60))  # due again
+    assert (second.passed, second.reason) == (True, "CanaryPassed"), second
+    assert second.record is not None and len(sent) == 2  # the second check sent its own request
+    assert second.record["answerHash"] == first.record["answerHash"]
+    # The same request with vLLM's token ids, for the reference (prompt ids as the engine tokenized them).
+    body = request_body(SERVED, spec.prompt, spec.max_tokens)
+    assert body == {"model": "tiny-qwen35-moe", "prompt": "The capital of France is", "max_tokens": 16,
+                    "temperature": 0, "seed": 0, "n": 1, "stream": False}
+    status, _, raw = r.post("/v1/completions", body | {"return_token_ids": True})
+    assert status == 200, raw[:2000]
+    choice = json.loads(raw)["choices"][0]
+    answer = complete(r.base, body, spec.timeout_seconds)
+    assert answer.text == choice["text"] and answer_hash(choice["text"]) == first.record["answerHash"]
+    ref = json.loads(run_in_venv(cpu_venv, "reference.py", stdin=json.dumps({
+        "model": str(checkpoint), "decode": True,
+        "cases": [{"prompt_ids": choice["prompt_token_ids"], "completion_ids": choice["token_ids"]}]})))["cases"][0]
+    got, want, steps = choice["token_ids"], ref["greedy"], ref["steps"]
+    assert len(got) == spec.max_tokens and len(set(got)) > 2, got
+    # Token for token the fp32 reference's greedy answer, up to the first position where the
+    # reference is not decisive (its top-2 margin within the bf16 tolerance measured there: the
+    # engine computes in bf16, so either token is right); every token within that tolerance.
+    same = next((i for i, (a, b) in enumerate(zip(got, want, strict=True)) if a != b), len(got))
+    assert same == len(got) or steps[same]["margin"] <= TOLERANCE_FACTOR * steps[same]["bf16_dev"], (same, steps[same])
+    assert all(s["gap"] <= TOLERANCE_FACTOR * s["bf16_dev"] for s in steps), steps
+    assert same >= spec.max_tokens // 2, (same, got, want)
+    if same == len(got):
+        assert ref["greedy_text"] == answer.text
+    print(f"canary on the real engines: answer {answer.text!r} ({same}/{len(got)} tokens = the fp32 reference's greedy "
+          f"tokens; first difference margin {steps[same]['margin'] if same < len(got) else '-'} vs bf16 deviation "
+          f"{steps[same]['bf16_dev'] if same < len(got) else '-'}); latency first {first.record['latencyMs']} ms, "
+          f"second {second.record['latencyMs']} ms, third {answer.latency_ms} ms")

@@ -14,6 +14,8 @@ import pytest
 import yaml
 
 from qdd import labels
+from qdd.canary import Answer
+from qdd.controller.canary import CanaryChecker
 from qdd.controller.children import MANAGED_KINDS, manifest_hash
 from qdd.controller.reconcile import Reconciler
 from qdd.controller.rollout import decide, recorded_serving, router_settled
@@ -684,8 +686,23 @@ class FakeKube:
         return out
 
 
+CANARY_SENT: list[tuple[str, dict]] = []
+
+
+def _router_answers(url: str, body: dict, timeout: float) -> Answer:
+    """The router of this hand-made cluster: the same answer to every canary (tests/unit/test_canary.py
+    covers the canary itself)."""
+    CANARY_SENT.append((url, body))
+    return Answer(" Paris.", None, 200, 12.5)
+
+
+def router_canary() -> CanaryChecker:
+    """A canary that the hand-made cluster's router answers, inside the pass (no pool)."""
+    return CanaryChecker(_router_answers, override="", workers=0)
+
+
 def _reconcile(kube: FakeKube) -> list[tuple[str, str, str]]:
-    Reconciler(kube, gang=True).once("default", NAME)  # type: ignore[arg-type]
+    Reconciler(kube, gang=True, canary=router_canary()).once("default", NAME)  # type: ignore[arg-type]
     return kube.take()
 
 

@@ -5,13 +5,15 @@ day it is added — gets each hostile value below, one field and one value at a 
 validation (the value is put into the parsed spec with ``model_copy``, as if the API's patterns
 had a hole). The rendered objects (engines and preflight) must have exactly the paths of the
 base rendering, and differ only in values that carry the hostile string (and the revision labels
-that hash them). What the API refuses of these strings is tested in test_api_limits.py.
+that hash them). The same for the QwenDisaggBenchmark's string fields and its Jobs, whose shell
+script also carries the deployment's served model name and model path (one shell word each).
+What the API refuses of these strings is tested in test_api_limits.py.
 """
 
 from __future__ import annotations
 
 import re
-
+import shlex
 import types
 import typing
 from typing import Any
@@ -20,10 +22,12 @@ import pytest
 from pydantic import BaseModel
 
 from qdd.api import parse_resource
+from qdd.api.benchmark import parse_benchmark_spec
 from qdd.api.spec import QwenDisaggDeploymentSpec
 from qdd.errors import SpecError
 from qdd.plan import build_plan
 from qdd.render import render_all, to_yaml
+from qdd.render.benchmark import benchmark_job, scripts_configmap, step_names
 from qdd.render.safe import load_all
 
 HOSTILE = [
@@ -54,6 +58,10 @@ INTERPRETED = {
     "decode.tuning.all2allBackend": "one of vLLM's --all2all-backend choices",
 }
 """Enum fields (Literal types) are interpreted too and never free text; the walk leaves them out."""
+NOT_RENDERED = {
+    "validation.canary.prompt": "sent by the operator as one JSON string of the canary request, in no object "
+                                "(tests/unit/test_canary.py: a hostile prompt round-trips exactly)",
+}
 HUB_ONLY = {"model.name": "with a PVC source the engines load /models, so the hub base renders it"}
 
 
@@ -193,7 +201,7 @@ def _is_hash(key: str, value: object, cr: str) -> bool:
 
 
 @pytest.mark.parametrize("hostile", HOSTILE, ids=lambda h: repr(h[:24]))
-@pytest.mark.parametrize(("path", "attrs"), [f for f in FIELDS if f[0] not in INTERPRETED], ids=lambda x: x if isinstance(x, str) else "")
+@pytest.mark.parametrize(("path", "attrs"), [f for f in FIELDS if f[0] not in INTERPRETED and f[0] not in NOT_RENDERED], ids=lambda x: x if isinstance(x, str) else "")
 def test_hostile_string_changes_values_never_structure(path, attrs, hostile):
     res, want = BASES[path in HUB_ONLY]
     spec = _replace(res.spec, attrs, hostile)
@@ -246,3 +254,72 @@ def test_spec_type_hints_have_no_free_form_mappings():
         return bad
 
     assert walk(QwenDisaggDeploymentSpec, set()) == []
+
+
+# --- the QwenDisaggBenchmark kind ------------------------------------------------------------------
+
+BENCH_NOT_RENDERED = {
+    "deploymentName": "selects the deployment whose plan the Jobs are rendered from; a name the API refuses never "
+                      "finds one",
+}
+
+
+def _bench_base() -> tuple[Any, Any, dict[str, Any]]:
+    """(benchmark spec with every optional string set, the deployment's plan, the flattened Jobs + scripts)."""
+    from ..conftest import EXAMPLES, load
+
+    spec = load(EXAMPLES / "benchmarks" / "qwen35-397b-4xdep2-1xdep8-sweep.yaml")["spec"]
+    spec["image"] = "registry.example/qdd-vllm:0.33.0"
+    spec["sweep"]["concurrencies"] = [64]
+    bench = parse_benchmark_spec(spec)
+    plan = build_plan(BASES[False][0])
+    return bench, plan, _flatten(_bench_objects(bench, plan))
+
+
+def _bench_objects(bench: Any, plan: Any) -> list[dict[str, Any]]:
+    return [benchmark_job("b", bench, plan, step) for step in step_names(bench)] + [scripts_configmap("b", plan)]
+
+
+BENCH_BASE = _bench_base()
+BENCH_FIELDS = _string_paths(BENCH_BASE[0])
+
+
+def test_every_string_field_of_the_benchmark_spec_is_covered():
+    assert {p for p, _ in BENCH_FIELDS} == {"deploymentName", "image", "accuracy.source.claimName",
+                                            "accuracy.source.path"}
+
+
+@pytest.mark.parametrize("hostile", HOSTILE, ids=lambda h: repr(h[:24]))
+@pytest.mark.parametrize(("path", "attrs"), [f for f in BENCH_FIELDS if f[0] not in BENCH_NOT_RENDERED],
+                         ids=lambda x: x if isinstance(x, str) else "")
+def test_hostile_benchmark_string_changes_values_never_structure(path, attrs, hostile):
+    """The benchmark's Jobs and scripts ConfigMap, past validation: the same paths, only the values
+    that carry the string differ."""
+    bench, plan, want = BENCH_BASE
+    objs = _bench_objects(_replace(bench, attrs, hostile), plan)
+    got = _flatten(objs)
+    assert set(got) == set(want), f"{path}: structure changed: {sorted(set(got) ^ set(want))[:5]}"
+    changed = {k for k in want if got[k] != want[k]}
+    assert changed, f"{path} does not reach the rendered objects: nothing tests it"
+    for k in changed:
+        assert got[k] == hostile, f"{path}: {k} changed to {str(got[k])[:80]!r}, which is not the value given"
+    assert load_all(to_yaml(objs)) == objs
+
+
+@pytest.mark.parametrize("hostile", [h for h in HOSTILE if "\x00" not in h], ids=lambda h: repr(h[:24]))
+@pytest.mark.parametrize("field", ["served_model_name", "name"])
+def test_hostile_deployment_strings_stay_one_word_of_the_benchmark_shell_script(field, hostile):
+    """The Jobs run ``/bin/sh -c SCRIPT`` with the deployment's served model name (--model) and model
+    path (--tokenizer) in it: each stays exactly one shell word (shlex quoting), never a command."""
+    bench, plan, _ = BENCH_BASE
+    res = BASES[field == "name"][0]  # the model's name is the engines' (and the tokenizer's) path with a hub source
+    model = res.spec.model.model_copy(update={field: hostile})
+    hostile_plan = build_plan(res.__class__(res.name, res.namespace, res.spec.model_copy(update={"model": model})))
+    jobs = _bench_objects(bench, hostile_plan)[:-1]
+    assert [j["metadata"]["name"] for j in jobs] == ["b-sweep-0", "b-accuracy"]
+    for job in jobs if field == "served_model_name" else jobs[:1]:  # GSM8K needs no tokenizer
+        command = job["spec"]["template"]["spec"]["containers"][0]["command"]
+        assert command[:2] == ["/bin/sh", "-c"] and len(command) == 3
+        words = shlex.split(command[2])
+        flag = "--model" if field == "served_model_name" else "--tokenizer"
+        assert words[words.index(flag) + 1] == hostile, (job["metadata"]["name"], flag)

@@ -14,13 +14,13 @@ from qdd.controller.rollout import decide, parse_serving, slot_of
 
 from .controller_world import cr_of, with_spec
 from .helpers import plan_of
-from .test_controller_status import NAME, FakeKube, cond
+from .test_controller_status import NAME, FakeKube, cond, router_canary
 
 ROUTER = f"{NAME}-router"
 
 
 def _pass(kube: FakeKube) -> list[tuple[str, str, str]]:
-    Reconciler(kube, gang=True).once("default", NAME)  # type: ignore[arg-type]
+    Reconciler(kube, gang=True, canary=router_canary()).once("default", NAME)  # type: ignore[arg-type]
     return kube.take()
 
 

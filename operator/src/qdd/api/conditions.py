@@ -20,8 +20,12 @@ PLACED = "Placed"
 """The scheduler placed every gang (PodGroup) in one NVLink domain; why not (no domain holds it,
 with numbers), or that there is no gang scheduling on this cluster (qdd.controller.placement)."""
 
+CANARY_PASSED = "CanaryPassed"
+"""The canary (spec.validation.canary, qdd.canary): one deterministic completion through the router
+answered as the generation's baseline says."""
+
 TYPES = (READY, PROGRESSING, DEGRADED, RECONCILING, STALLED, PLAN_VALID, COMPUTE_DOMAIN_READY, KV_TRANSFER_READY,
-         PLACED)
+         PLACED, CANARY_PASSED)
 """Every condition a status carries, in the order they are written."""
 
 
@@ -46,3 +50,11 @@ class Reason:
     GENERATION_ROLLING_OUT = "NewGenerationRollingOut"
     RECREATING = "Recreating"
     RECONCILE_COMPLETE = "ReconcileComplete"
+    CANARY_PASSED = "CanaryPassed"
+    CANARY_MISMATCH = "CanaryMismatch"
+    """HTTP 200 with an answer other than the baseline (or spec.validation.canary.expected)."""
+    CANARY_FAILED = "CanaryFailed"
+    """No answer: an HTTP error, a timeout, a connection refused, a body that is not a completion."""
+    CANARY_PENDING = "CanaryPending"
+    CANARY_DISABLED = "CanaryDisabled"
+    CANARY_NO_ROUTER = "NoRouter"

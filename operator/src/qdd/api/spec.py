@@ -16,6 +16,7 @@ from .rules import SPEC_RULES, cel_rules
 from .types import (ALL2ALL, ARCH_NAME, ENV_NAME, FIELD_PATH, HOST, IDENTIFIER, MAX_CONCURRENCY, MAX_TOKENS,
                     MODEL_PATH, REVISION, SECRET_KEY, SERVED_NAME, SUB_PATH, UCX_TLS, VERSION, EnvValue, ExtraArg, Image,
                     LabelKey, LabelValue, ObjectName, Quantity)
+from .validation import ValidationSpec
 
 NixlBackend = Literal["UCX", "LIBFABRIC", "GDS", "MOONCAKE"]
 KVCacheDtype = Literal["auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "nvfp4"]
@@ -341,3 +342,4 @@ class QwenDisaggDeploymentSpec(ApiModel):
     ports: PortsSpec = Field(default_factory=PortsSpec, json_schema_extra={"default": {}}, description="Engine ports.")
     router: RouterSpec = Field(default_factory=RouterSpec, json_schema_extra={"default": {}}, description="The P/D router in front.")
     rollout: RolloutSpec = Field(default_factory=RolloutSpec, json_schema_extra={"default": {}}, description="How a change of generation is rolled out.")
+    validation: ValidationSpec = Field(default_factory=ValidationSpec, json_schema_extra={"default": {}}, description="Checks of the serving path the operator runs (the canary).")

@@ -57,6 +57,19 @@ class RolloutStatus(ApiModel):
     previous: str | None = Field(None, description="The generation being replaced, while it still has objects.")
 
 
+class CanaryStatus(ApiModel):
+    generation: str | None = Field(None, description="The generation key the baseline belongs to (qdd.canary.generation): a new engine image, model or must-match engine flag takes a new baseline.")
+    request_hash: str | None = Field(None, description="Hash of the canary request (prompt, maxTokens, model, sampling): a changed request takes a new baseline.")
+    answer: str | None = Field(None, description="The baseline answer (choices[0].text), at most 256 characters.")
+    answer_hash: str | None = Field(None, description="SHA-256 (16 hex digits) of the whole baseline answer.")
+    baseline_source: str | None = Field(None, description="first-answer (kept from the generation's first passing check) or expected (spec.validation.canary.expected).")
+    last_check_time: str | None = Field(None, description="RFC 3339 time of the last check.")
+    last_result: str | None = Field(None, description="Passed, Mismatch or Failed.")
+    last_answer: str | None = Field(None, description="What the last check got when it differed from the baseline, at most 256 characters.")
+    latency_ms: float | None = Field(None, description="Wall time of the last request, ms (send to last byte).")
+    message: str | None = Field(None, description="Why the last check failed.")
+
+
 class QwenDisaggDeploymentStatus(ApiModel):
     observed_generation: int | None = Field(None, description="metadata.generation of the spec the status describes.")
     conditions: list[Condition] = Field(default_factory=list, description=", ".join(conditions.TYPES) + ".")
@@ -71,6 +84,7 @@ class QwenDisaggDeploymentStatus(ApiModel):
     warnings: list[str] = Field(default_factory=list, description="What the plan accepts but a user should know (an unpinned model revision, a fixed side-channel host, a concurrency near capacity).")
     router_endpoint: str | None = Field(None, description="In-cluster URL of the router.")
     kv_transfer: KVTransferStatus | None = Field(None, description="KV-transfer preflight result.")
+    canary: CanaryStatus | None = Field(None, description="The canary's baseline and last check (spec.validation.canary).")
     prefill_pods: dict[str, str] | None = Field(None, description="UIDs of the prefill pods at the last reconcile, by name: a name with a new UID is a replaced prefill engine (peer restart).")
     rollout: RolloutStatus | None = Field(None, description="Which generation is current and which one serves.")
     peer_restart: str | None = Field(None, description="Why decode groups were recycled after a prefill pod was replaced (their NIXL state of the old engine); cleared when decode is all Ready again.")

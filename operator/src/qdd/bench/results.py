@@ -1,5 +1,7 @@
-"""Results of ``vllm bench serve`` (vLLM 0.33.0, ``--save-result``): parse, compact, and turn into a
-sweep point of QwenDisaggBenchmark.status.
+"""Results of ``vllm bench serve`` (``--save-result``; the format of vllm/benchmarks/serve.py,
+``benchmark()``, checked in vLLM 0.32.0 and 0.33.0): parse, compact, and turn into a sweep point of
+QwenDisaggBenchmark.status. qdd's one parser of that file: the operator, the benchmark Jobs, the
+contract tests and the real-engine tests all read it here.
 
 Standard library only: the benchmark Job runs this file with the engine image's python
 (``python3 results.py compact RESULT.json`` writes the compact form to stdout, which the Job
@@ -8,13 +10,16 @@ copies to its termination message, at most 4,096 bytes); the operator parses tha
 
 API (for anyone else parsing ``vllm bench serve`` output):
 
-- :func:`parse_serve_result` ``(dict) -> ServeResult``: the saved result JSON (keys written by
-  vllm/benchmarks/serve.py: ``completed``, ``failed``, ``total_input_tokens``, ``total_output_tokens``,
-  ``duration`` in s, ``total_token_throughput``, ``output_throughput`` in tok/s,
-  ``{mean,median,p<N>}_{ttft,tpot,itl}_ms`` in ms with ``--percentile-metrics ttft,tpot,itl
-  --metric-percentiles 50,90,99``, ``max_concurrency``, ``num_prompts``). Raises :class:`ResultError`
-  naming the missing or bad key.
-- :func:`compact` ``(dict) -> str``: the keys above only, as one JSON line (< 1 KiB).
+- :func:`parse_serve_result` ``(dict | JSON text, require) -> ServeResult``: the saved result
+  (keys: ``completed``, ``failed``, ``total_input_tokens``, ``total_output_tokens``, ``duration`` in
+  s, ``total_token_throughput``, ``output_throughput`` in tok/s, ``request_throughput`` in req/s,
+  ``{mean,median,std,p<P>}_{ttft,tpot,itl,e2el}_ms`` in ms for the ``--percentile-metrics`` and
+  ``--metric-percentiles`` of the run (``p99``, ``p99.9``), ``max_concurrency``, ``num_prompts``,
+  per-request ``errors``, empty on success). ``require``: the metrics whose median must be there
+  (default ttft, tpot, itl: what the sweep Job asks for). Raises :class:`ResultError` naming the
+  missing or bad key.
+- :func:`compact` ``(dict) -> str``: the keys above but the per-request errors, as one JSON line
+  (< 1 KiB); parsed back it gives the same ServeResult but ``errors`` (``failed`` counts them).
 - :func:`parse_compact` ``(str) -> ServeResult``: the termination message back.
 - :func:`sweep_point` ``(ServeResult, gpus) -> dict``: a ``status.sweep[]`` entry (camelCase),
   with tok/s/GPU = total tok/s / ``gpus`` and tok/s/user = 1000 / median TPOT (ms).
@@ -24,14 +29,18 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from dataclasses import dataclass
 from typing import Any
 
-METRICS = ("ttft", "tpot", "itl")
-STATS = ("mean", "median", "p50", "p90", "p99")
+METRICS = ("ttft", "tpot", "itl", "e2el")
+"""Time to first token, time per output token (after the first), inter-token latency, end-to-end latency."""
+REQUIRED_METRICS = ("ttft", "tpot", "itl")
+"""What the sweep Job's ``--percentile-metrics`` asks for (qdd.render.benchmark)."""
+_LATENCY_KEY = re.compile(r"^(mean|median|std|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el)_ms$")
 COUNTS = ("completed", "failed", "total_input_tokens", "total_output_tokens")
-RATES = ("duration", "total_token_throughput", "output_throughput")
+RATES = ("duration", "total_token_throughput", "output_throughput", "request_throughput")
 SETTINGS = ("max_concurrency", "num_prompts")
 MAX_MESSAGE = 4096
 """Kubernetes' limit on a container's termination message, bytes."""
@@ -43,7 +52,9 @@ class ResultError(ValueError):
 
 @dataclass(frozen=True)
 class ServeResult:
-    """One ``vllm bench serve`` run. Times in ms (``latency_ms[metric][stat]``), durations in s."""
+    """One ``vllm bench serve`` run. Times in ms (``latency_ms[metric][stat]``, stat ``mean``,
+    ``median``, ``std`` or ``p<P>`` as vLLM names it: ``p50``, ``p99.9``; only the metrics the run
+    reported), durations in s, throughputs per second; ``errors`` the non-empty per-request errors."""
 
     completed: int
     failed: int
@@ -55,6 +66,12 @@ class ServeResult:
     latency_ms: dict[str, dict[str, float]]
     max_concurrency: int | None = None
     num_prompts: int | None = None
+    request_throughput: float | None = None
+    errors: tuple[str, ...] = ()
+
+    @property
+    def requests(self) -> int:
+        return self.completed + self.failed
 
 
 def _number(raw: dict[str, Any], key: str, kind: type, required: bool = True) -> Any:
@@ -68,27 +85,43 @@ def _number(raw: dict[str, Any], key: str, kind: type, required: bool = True) ->
     return kind(value)
 
 
-def parse_serve_result(raw: Any) -> ServeResult:
-    """A ServeResult from ``vllm bench serve``'s saved JSON (or the compact form)."""
+def _latency(raw: dict[str, Any]) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for key in sorted(raw):
+        m = _LATENCY_KEY.match(key)
+        if m:
+            out.setdefault(m.group(2), {})[m.group(1)] = _number(raw, key, float)
+    return out
+
+
+def parse_serve_result(raw: Any, require: tuple[str, ...] = REQUIRED_METRICS) -> ServeResult:
+    """A ServeResult from ``vllm bench serve``'s saved JSON, as text or decoded (or the compact form)."""
+    if isinstance(raw, str | bytes):
+        try:
+            raw = json.loads(raw)
+        except ValueError as e:
+            raise ResultError(f"(result): not JSON: {e}") from None
     if not isinstance(raw, dict):
         raise ResultError(f"(result): not a JSON object but {type(raw).__name__}")
-    latency = {m: {s: _number(raw, f"{s}_{m}_ms", float) for s in STATS if raw.get(f"{s}_{m}_ms") is not None}
-               for m in METRICS}
-    missing = [f"median_{m}_ms" for m in METRICS if "median" not in latency[m]]
+    latency = _latency(raw)
+    missing = [f"median_{m}_ms" for m in require if "median" not in latency.get(m, {})]
     if missing:
-        raise ResultError(f"{', '.join(missing)}: missing (run with --percentile-metrics ttft,tpot,itl)")
+        raise ResultError(f"{', '.join(missing)}: missing (run with --percentile-metrics {','.join(require)})")
+    errors = raw.get("errors") or []
     return ServeResult(
         completed=_number(raw, "completed", int), failed=_number(raw, "failed", int, required=False) or 0,
         input_tokens=_number(raw, "total_input_tokens", int), output_tokens=_number(raw, "total_output_tokens", int),
         duration_s=_number(raw, "duration", float), total_tokens_per_second=_number(raw, "total_token_throughput", float),
         output_tokens_per_second=_number(raw, "output_throughput", float), latency_ms=latency,
         max_concurrency=_number(raw, "max_concurrency", int, required=False),
-        num_prompts=_number(raw, "num_prompts", int, required=False))
+        num_prompts=_number(raw, "num_prompts", int, required=False),
+        request_throughput=_number(raw, "request_throughput", float, required=False),
+        errors=tuple(str(e) for e in errors if e) if isinstance(errors, list) else (str(errors),))
 
 
 def compact(raw: dict[str, Any]) -> str:
     """The keys :func:`parse_serve_result` reads, as one JSON line; checked by parsing it."""
-    keys = [*COUNTS, *RATES, *SETTINGS, *(f"{s}_{m}_ms" for m in METRICS for s in STATS)]
+    keys = [*COUNTS, *RATES, *SETTINGS, *(k for k in raw if _LATENCY_KEY.match(k))]
     out = json.dumps({k: raw[k] for k in keys if raw.get(k) is not None}, separators=(",", ":"), sort_keys=True)
     parse_serve_result(json.loads(out))
     if len(out.encode()) > MAX_MESSAGE:

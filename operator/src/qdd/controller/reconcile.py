@@ -27,6 +27,8 @@ from ..preflight.verdict import Thresholds
 from ..preflight.names import ROLE as PREFLIGHT_ROLE
 from ..render import render_all
 from . import metrics
+from ..canary import CanaryState, canary_events
+from .canary import CanaryChecker
 from .children import diff, key, with_owner
 from .groups import group_states, groups_to_delete, pods_to_create
 from .kube import Kube
@@ -102,10 +104,15 @@ def _any_unschedulable(pods: list[dict[str, Any]]) -> bool:
 
 
 class Reconciler:
-    def __init__(self, kube: Kube, namespaces: list[str] | None = None, gang: bool | None = None):
+    def __init__(self, kube: Kube, namespaces: list[str] | None = None, gang: bool | None = None,
+                 canary: CanaryChecker | None = None):
         """``gang``: place through the Workload API (PodGroups); None asks the cluster's discovery
-        once, here (:meth:`Kube.serves_workload_api`)."""
+        once, here (:meth:`Kube.serves_workload_api`). ``canary``: sends the serving canary
+        (default: to the router Services)."""
         self.kube = kube
+        self.canary = canary or CanaryChecker()
+        if self.canary.notify is None:  # an answer that came in is judged by one more pass
+            self.canary.notify = self.reconcile
         self.namespaces = namespaces or []
         self.gang = kube.serves_workload_api() if gang is None else gang
         log.info("placement: %s", "gang scheduling through the Workload API (scheduling.k8s.io/v1alpha2 PodGroup)"
@@ -138,6 +145,7 @@ class Reconciler:
 
     def forget(self, namespace: str, name: str) -> None:
         self.managed.discard((namespace, name))
+        self.canary.forget(namespace, name)
         metrics.MANAGED.set(len(self.managed))
         for role in ("prefill", "decode"):
             for g in (metrics.READY_ENDPOINTS, metrics.DESIRED_ENDPOINTS):
@@ -289,8 +297,10 @@ class Reconciler:
 
     def _status_of(self, cr: dict[str, Any], plan: Plan | None, desired: list[dict[str, Any]],
                    observed: list[dict[str, Any]], states: list[Any], peer_restart: str | None,
-                   rollout: Rollout | None, errors: list[str] | None = None) -> dict[str, Any]:
-        """The status computed from what is observed (not written)."""
+                   rollout: Rollout | None, errors: list[str] | None = None,
+                   canary: CanaryState | None = None) -> dict[str, Any]:
+        """The status computed from what is observed (not written); ``canary``: its state, None for
+        the status without it (qdd.controller.canary)."""
         cd_ready = None
         if plan is not None and plan.compute_domain:
             cd = next((o for o in observed if o["kind"] == "ComputeDomain"
@@ -304,7 +314,7 @@ class Reconciler:
                                                                      max_request_ms=pf.max_request_ms))
         return compute_status(cr, plan, errors or [], Observed({key(o): o for o in observed}, states), _now(), cd_ready,
                               kv, peer_restart, self._placed(plan, desired, observed) if plan is not None else None,
-                              rollout_status(rollout) if rollout is not None else None)
+                              rollout_status(rollout) if rollout is not None else None, canary)
 
     def _status(self, cr: dict[str, Any], plan: Plan | None, errors: list[str], desired: list[dict[str, Any]],
                 observed: list[dict[str, Any]], states: list[Any], peer_restart: str | None = None,
@@ -313,6 +323,11 @@ class Reconciler:
         metrics of its transitions."""
         kube, namespace, name = self.kube, cr["metadata"]["namespace"], cr["metadata"]["name"]
         status = self._status_of(cr, plan, desired, observed, states, peer_restart, rollout, errors)
+        # The canary goes out only when everything else is Ready (qdd.controller.canary).
+        canary = self.canary.state(cr, plan, _cond(status, "Ready").get("status") == "True",
+                                   dt.datetime.now(dt.timezone.utc))
+        if canary is not None:
+            status = self._status_of(cr, plan, desired, observed, states, peer_restart, rollout, errors, canary)
         old = cr.get("status") or {}
         patch = status_patch(old, status)
         if patch is not None:
@@ -354,6 +369,8 @@ class Reconciler:
             self.kube.event(cr, "Warning", INSUFFICIENT, p_now.get("message", ""))
         elif p_was.get("reason") == INSUFFICIENT and p_now.get("status") == "True":
             self.kube.event(cr, "Normal", "Placed", p_now.get("message", ""))
+        for type_, reason, message in canary_events(old, new):
+            self.kube.event(cr, type_, reason, message)
         cd_was, cd_now = _cond(old, "ComputeDomainReady"), _cond(new, "ComputeDomainReady")
         if cd_now.get("status") == "True" and cd_was.get("status") == "False":
             self.kube.event(cr, "Normal", "ComputeDomainReady", cd_now.get("message", ""))

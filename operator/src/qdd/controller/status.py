@@ -14,6 +14,7 @@ from typing import Any
 from .. import labels, names
 from ..api import conditions as C
 from ..api.conditions import Reason
+from ..canary import CanaryState
 from ..plan import Plan
 from ..plan.summary import summary
 from ..preflight.verdict import Verdict
@@ -147,6 +148,8 @@ class _Facts:
     """(status, reason, message) of Placed (qdd.controller.placement), None without a plan."""
     rollout: dict[str, Any] | None = None
     """status.rollout (:func:`rollout_status`); None: not known in this pass (Ready ignores it)."""
+    canary: CanaryState | None = None
+    """The canary (qdd.controller.canary); None: not considered (no CanaryPassed condition)."""
 
     @property
     def serving_current(self) -> bool:
@@ -181,6 +184,11 @@ class _Facts:
 
     @property
     def all_ready(self) -> bool:
+        return self.serving and (self.canary is None or self.canary.passed is True)
+
+    @property
+    def serving(self) -> bool:
+        """Everything but the canary is ready: the state in which the canary is sent."""
         return (self.valid and self.cd_ok and self.endpoints_ready and self.router_ok
                 and (self.kv is None or self.kv.passed) and self.serving_current and not self.replacing)
 
@@ -218,6 +226,8 @@ def _degraded(f: _Facts) -> dict[str, Any]:
         return _cond(C.DEGRADED, True, Reason.PEER_RESTARTED, f.peer_restart, f.generation)
     msg = "; ".join(f"{g.role} endpoint {g.endpoint}: {g.broken or 'pods terminating'}; recreating the whole group"
                     for g in f.broken)
+    if not f.broken and f.canary is not None and f.canary.passed is False:
+        return _cond(C.DEGRADED, True, f.canary.reason, f.canary.message, f.generation)
     return _cond(C.DEGRADED, bool(f.broken), Reason.GROUP_RESTARTING if f.broken else Reason.AS_EXPECTED, msg,
                  f.generation)
 
@@ -252,6 +262,8 @@ def _ready(f: _Facts) -> dict[str, Any]:
         reason, msg = Reason.READY_COMPUTE_DOMAIN_NOT_READY, f.counts
     elif f.kv is not None and not f.kv.passed and f.endpoints_ready:
         reason, msg = Reason.KV_TRANSFER_NOT_READY, f"{f.counts}; KV transfer: {f.kv.message}"
+    elif f.canary is not None and f.canary.passed is not True and not f.all_ready and f.serving:
+        reason, msg = f.canary.reason, f"{f.counts}; {f.canary.message}"
     else:
         reason, msg = (Reason.ALL_ENDPOINTS_READY if f.all_ready else Reason.ENDPOINTS_NOT_READY), f.counts
     return _cond(C.READY, f.all_ready, reason, msg, f.generation)
@@ -276,6 +288,8 @@ def conditions(f: _Facts) -> list[dict[str, Any]]:
         out.append(_kv_transfer(f))
     if f.placed is not None:
         out.append(_cond(C.PLACED, f.placed[0], f.placed[1], f.placed[2], f.generation))
+    if f.canary is not None and f.valid:
+        out.append(_cond(C.CANARY_PASSED, f.canary.passed, f.canary.reason, f.canary.message, f.generation))
     return out + [_ready(f), _progress(f, C.PROGRESSING), _progress(f, C.RECONCILING), _stalled(f)]
 
 
@@ -337,13 +351,15 @@ def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs
                    compute_domain_ready: bool | None, kv: Verdict | None = None,
                    peer_restart: str | None = None,
                    placed: tuple[bool | None, str, str] | None = None,
-                   rollout: dict[str, Any] | None = None) -> dict[str, Any]:
+                   rollout: dict[str, Any] | None = None,
+                   canary: CanaryState | None = None) -> dict[str, Any]:
     """The whole ``.status``, a pure function of the resource and what was observed. ``errors``:
     plan errors (empty when the spec is valid). ``compute_domain_ready``: None when no
     ComputeDomain is used. ``kv``: the KV-transfer preflight's verdict, None when it is off.
     ``peer_restart``: why decode groups were recycled in this pass (a replaced prefill pod); kept
     in ``status.peerRestart`` until decode is all Ready again. ``placed``: the Placed condition's
-    (status, reason, message), qdd.controller.placement."""
+    (status, reason, message), qdd.controller.placement. ``canary``: the canary's state
+    (qdd.controller.canary; None: not considered, as for the first computation of a pass)."""
     meta = cr["metadata"]
     name = meta["name"]
     # A planned roll (pods of an older revision terminating) is progress, not degradation.
@@ -353,7 +369,7 @@ def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs
         peer_restart = (cr.get("status") or {}).get("peerRestart")
     f = _Facts(name, meta.get("generation"), plan, errors, _role_counts(cr, plan, obs, "prefill"),
                decode, _router_available(plan, obs, name), compute_domain_ready, kv,
-               broken, _unschedulable(obs), peer_restart, placed if plan is not None else None, rollout)
+               broken, _unschedulable(obs), peer_restart, placed if plan is not None else None, rollout, canary)
     p, d = f.prefill, f.decode
     status: dict[str, Any] = {
         "observedGeneration": f.generation,
@@ -371,9 +387,10 @@ def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs
     }
     if plan is not None:
         status.update(_plan_status(plan, name, meta.get("namespace") or "default", kv, obs))
+        status["canary"] = canary.record if canary is not None else (cr.get("status") or {}).get("canary")
     else:
         # Nothing is applied or pruned for an invalid spec: what described the children still holds.
-        for k in ("plan", "routerEndpoint", "kvTransfer", "warnings"):
+        for k in ("plan", "routerEndpoint", "kvTransfer", "warnings", "canary"):
             if (cr.get("status") or {}).get(k) is not None:
                 status[k] = cr["status"][k]
     return drop_none(status)

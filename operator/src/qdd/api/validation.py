@@ -1,0 +1,46 @@
+"""``QwenDisaggDeployment.spec.validation``: checks of the serving path the operator runs itself.
+
+The canary (:mod:`qdd.canary`) is one deterministic completion through the router Service after
+the KV-transfer preflight passed and every endpoint is Ready: the first answer of a generation is
+kept as the baseline, later answers must equal it. Sampling is fixed by qdd, not by this spec:
+temperature 0, seed 0, one choice, no streaming (qdd.canary.client.request_body).
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from .base import ApiModel, cel
+
+DEFAULT_PROMPT = "The capital of France is"
+"""A short prompt every instruction-tuned or base checkpoint continues; its answer matters only as
+a baseline to compare with, never as a fact the canary checks."""
+
+DEFAULT_TIMEOUT_SECONDS, DEFAULT_PERIOD_SECONDS = 10, 300
+# The API server checks the rule on the schema's default ({}) too, before nested defaults apply:
+# an absent field reads as its default.
+_TIMEOUT_RULE = (f"(has(self.timeoutSeconds) ? self.timeoutSeconds : {DEFAULT_TIMEOUT_SECONDS}) < "
+                 f"(has(self.periodSeconds) ? self.periodSeconds : {DEFAULT_PERIOD_SECONDS})", ".timeoutSeconds",
+                 "timeoutSeconds must be below periodSeconds (a check may not outlast its period); "
+                 f"the defaults are {DEFAULT_TIMEOUT_SECONDS} and {DEFAULT_PERIOD_SECONDS}")
+
+
+class CanarySpec(ApiModel):
+    model_config = ApiModel.model_config | {"json_schema_extra": cel(_TIMEOUT_RULE)}
+
+    enabled: bool = Field(True, description="Send one deterministic completion through the router before Ready and every periodSeconds; a wrong answer, an HTTP error or a timeout sets Degraded. False: Ready does not wait for it (CanaryPassed reason CanaryDisabled).")
+    prompt: str = Field(DEFAULT_PROMPT, min_length=1, max_length=2048, description="The prompt of the canary's /v1/completions request (sent as given).")
+    max_tokens: int = Field(16, ge=1, le=256, description="max_tokens of the request: tokens the answer may have. Small: the check runs inside a reconcile.")
+    period_seconds: int = Field(DEFAULT_PERIOD_SECONDS, ge=5, le=86400, description="Seconds between checks once one passed (a failed check is retried after min(periodSeconds, 30)); the operator checks on its passes, so the effective period rounds up to its resync interval (qdd run --resync-seconds, 60).")
+    timeout_seconds: int = Field(DEFAULT_TIMEOUT_SECONDS, ge=1, le=120, description="Seconds one request may take, connect to last byte; longer is a failure (CanaryFailed). Below periodSeconds.")
+    expected: str | None = Field(None, max_length=4096, description="The answer (choices[0].text, exactly) to require. Unset: the first answer of each generation is kept as the baseline (status.canary.answer) and later answers must equal it.")
+
+    @model_validator(mode="after")
+    def _timeout_below_period(self) -> "CanarySpec":
+        if self.timeout_seconds >= self.period_seconds:
+            raise ValueError(_TIMEOUT_RULE[2])
+        return self
+
+
+class ValidationSpec(ApiModel):
+    canary: CanarySpec = Field(default_factory=CanarySpec, json_schema_extra={"default": {}}, description="End-to-end canary through the router (docs/canary.md).")

@@ -34,8 +34,8 @@ NAME = "qwen35-397b-4xdep2-1xdep8-cc4096"
 CRD = yaml.safe_load((ROOT / "crds" / "qdd.dev_qwendisaggdeployments.yaml").read_text())
 VERSION = CRD["spec"]["versions"][0]
 STATUS_SCHEMA = VERSION["schema"]["openAPIV3Schema"]["properties"]["status"]
-TYPES = ["PlanValid", "ComputeDomainReady", "Degraded", "KVTransferReady", "Ready", "Progressing", "Reconciling",
-         "Stalled"]
+TYPES = ["PlanValid", "ComputeDomainReady", "Degraded", "KVTransferReady", "DisruptionProtected", "Ready",
+         "Progressing", "Reconciling", "Stalled"]
 
 
 # --- helpers -----------------------------------------------------------------------------------------
@@ -145,9 +145,14 @@ STEADY = world(SEED)
 def test_everything_ready():
     st = status_of(SEED, STEADY)
     assert [c["type"] for c in st["conditions"]] == TYPES
+    # one DEP8 decode group: no budget protects it, and a condition says so (prefill's 4 have one)
+    c = cond(st, "DisruptionProtected")
+    assert (c["status"], c["reason"]) == ("False", "SingleEndpointRole")
+    assert c["message"].startswith("decode has one endpoint: no PodDisruptionBudget protects it")
     assert conds(st) == {
         "PlanValid": ("True", "Planned"), "ComputeDomainReady": ("True", "Ready"), "Degraded": ("False", "AsExpected"),
-        "KVTransferReady": ("True", "KVTransferVerified"), "Ready": ("True", "AllEndpointsReady"),
+        "KVTransferReady": ("True", "KVTransferVerified"), "DisruptionProtected": ("False", "SingleEndpointRole"),
+        "Ready": ("True", "AllEndpointsReady"),
         "Progressing": ("False", "ReconcileComplete"), "Reconciling": ("False", "ReconcileComplete"),
         "Stalled": ("False", "AsExpected")}
     assert cond(st, "Ready")["message"] == "prefill 4/4, decode 1/1 endpoints ready"
@@ -454,7 +459,8 @@ def test_invalid_plan(case, mutate, message):
     cr = _with_status(with_spec(SEED, lambda s: None), before)
     mutate(cr)
     st = status_of(cr, STEADY, now=T1)  # the children of the last valid spec are still there
-    assert [c["type"] for c in st["conditions"]] == [t for t in TYPES if t != "KVTransferReady"]
+    assert [c["type"] for c in st["conditions"]] == [t for t in TYPES if t not in ("KVTransferReady",
+                                                                                    "DisruptionProtected")]
     assert conds(st) == {
         "PlanValid": ("False", "InvalidSpec"), "ComputeDomainReady": ("True", "NotRequired"),
         "Degraded": ("False", "AsExpected"), "Ready": ("False", "InvalidSpec"),
@@ -860,3 +866,10 @@ def test_an_unchanged_spec_is_planned_and_rendered_once_a_changed_one_again(monk
     kube.cr = with_spec(kube.cr, lambda s: s["workload"].update(concurrency=5120))
     _reconcile(kube)
     assert calls == [4096, 5120]
+
+
+def test_two_endpoints_of_each_role_are_protected_from_drains():
+    cr = with_spec(SEED, lambda s: s["decode"].update(endpoints=2))
+    c = cond(status_of(cr, world(cr)), "DisruptionProtected")
+    assert (c["status"], c["reason"]) == ("True", "PodDisruptionBudgets")
+    assert c["message"] == "prefill and decode: a drain evicts at most one endpoint of each at a time"

@@ -24,8 +24,12 @@ CANARY_PASSED = "CanaryPassed"
 """The canary (spec.validation.canary, qdd.canary): one deterministic completion through the router
 answered as the generation's baseline says."""
 
+DISRUPTION_PROTECTED = "DisruptionProtected"
+"""Every role has a PodDisruptionBudget (two or more endpoints); False names the role a drain stops
+(a budget for a single endpoint would wedge every drain of its nodes instead)."""
+
 TYPES = (READY, PROGRESSING, DEGRADED, RECONCILING, STALLED, PLAN_VALID, COMPUTE_DOMAIN_READY, KV_TRANSFER_READY,
-         PLACED, CANARY_PASSED)
+         PLACED, CANARY_PASSED, DISRUPTION_PROTECTED)
 """Every condition a status carries, in the order they are written."""
 
 
@@ -48,6 +52,8 @@ class Reason:
     INSUFFICIENT_NVLINK_DOMAIN_CAPACITY = "InsufficientNVLinkDomainCapacity"
     ROLLING_OUT = "RollingOut"
     GENERATION_ROLLING_OUT = "NewGenerationRollingOut"
+    DISRUPTION_BUDGETS = "PodDisruptionBudgets"
+    SINGLE_ENDPOINT_ROLE = "SingleEndpointRole"
     RECREATING = "Recreating"
     RECONCILE_COMPLETE = "ReconcileComplete"
     CANARY_PASSED = "CanaryPassed"

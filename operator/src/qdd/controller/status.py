@@ -281,6 +281,21 @@ def _stalled(f: _Facts) -> dict[str, Any]:
                  "" if f.valid else f.errors_text, f.generation)
 
 
+def _disruption(plan: Plan, generation: int | None) -> dict[str, Any]:
+    """DisruptionProtected: a PodDisruptionBudget per role with two or more endpoints (at most one
+    endpoint of it evicted at a time, qdd.render pdb.yaml.j2); a role of one endpoint gets none —
+    minAvailable 1 would block every drain of its nodes — and this condition says a drain stops it."""
+    single = [r for r in (plan.prefill, plan.decode) if r.endpoints == 1]
+    if not single:
+        return _cond(C.DISRUPTION_PROTECTED, True, Reason.DISRUPTION_BUDGETS,
+                     "prefill and decode: a drain evicts at most one endpoint of each at a time", generation)
+    roles = " and ".join(r.role for r in single)
+    return _cond(C.DISRUPTION_PROTECTED, False, Reason.SINGLE_ENDPOINT_ROLE,
+                 f"{roles} {'has' if len(single) == 1 else 'have'} one endpoint: no PodDisruptionBudget protects it, so "
+                 f"a drain of its nodes stops {roles} until the endpoint is recreated elsewhere; run two endpoints to "
+                 "keep serving through drains", generation)
+
+
 def conditions(f: _Facts) -> list[dict[str, Any]]:
     """Every condition, in the order they are written (KVTransferReady only for a valid plan)."""
     out = [_plan_valid(f), _compute_domain(f), _degraded(f)]
@@ -290,6 +305,8 @@ def conditions(f: _Facts) -> list[dict[str, Any]]:
         out.append(_cond(C.PLACED, f.placed[0], f.placed[1], f.placed[2], f.generation))
     if f.canary is not None and f.valid:
         out.append(_cond(C.CANARY_PASSED, f.canary.passed, f.canary.reason, f.canary.message, f.generation))
+    if f.plan is not None:
+        out.append(_disruption(f.plan, f.generation))
     return out + [_ready(f), _progress(f, C.PROGRESSING), _progress(f, C.RECONCILING), _stalled(f)]
 
 

@@ -363,3 +363,62 @@ def test_node_loss_recreates_the_group_in_the_same_domain_or_says_why(racks2, ra
         drop_ns(k, ns)
         drop_ns(k, fill)
         _run_script("cluster-up.sh", k.env, f"cluster-up-{k.cluster}.log", 600)  # the lost nodes come back
+
+
+def test_prefill_scale_up_lands_in_the_domain_or_waits_there_while_the_others_serve(racks2, racks2_operator):
+    """Injected: a Ready seed deployment (one clique) scaled 4 -> 6 prefill endpoints; then every
+    free tray of its clique taken by other pods and the deployment scaled 6 -> 8. Checked: the two
+    new endpoints of the first scale bind in the deployment's clique; those of the second bind
+    nowhere (not in the other rack, which has room), the 6 bound endpoints stay Ready and serving
+    (prefillReady 6/8) and the status says why; freeing the trays lets them bind in the clique."""
+    k = racks2
+    ns = new_ns(k)
+    fill = new_ns(k)
+    try:
+        k.apply(cr("grow", ns), namespace=ns)
+        _ready(k, ns, "grow")
+        cliques = clique_of(k)
+        [domain] = {cliques[p["spec"]["nodeName"]] for p in bound(engine_pods(k, ns, "grow"))}
+        k.kubectl("scale", "qdd", "grow", "-n", ns, "--replicas=6")
+
+        def ready_with(want: str, timeout: float = 120) -> dict[str, Any]:
+            def done():
+                o = k.get("qwendisaggdeployment", "grow", ns)
+                st = o.get("status") or {}
+                return o if (st.get("observedGeneration") == o["metadata"]["generation"] and
+                             st.get("prefillReady") == want and _cond(o, "Ready").get("status") == "True") else None
+            return k.wait_for(done, timeout=timeout, interval=0.5, desc=f"prefill {want} and Ready")
+        ready_with("6/6")
+        assert {cliques[p["spec"]["nodeName"]] for p in bound(engine_pods(k, ns, "grow"))} == {domain}
+        before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in bound(engine_pods(k, ns, "grow"))}
+
+        rack = 1 if domain == R1 else 2
+        used: dict[str, int] = {}
+        for p in bound(engine_pods(k, ns, "grow")):
+            gpus = sum(int((c.get("resources") or {}).get("limits", {}).get("nvidia.com/gpu", 0))
+                       for c in p["spec"]["containers"])
+            used[p["spec"]["nodeName"]] = used.get(p["spec"]["nodeName"], 0) + gpus
+        trays = [objects.node_name(rack, i) for i in range(1, 19) if objects.node_name(rack, i) in cliques]
+        fillers(k, fill, {n: (4 - used.get(n, 0), "1") for n in trays if used.get(n, 0) < 4})
+        k.kubectl("scale", "qdd", "grow", "-n", ns, "--replicas=8")
+
+        def waiting():
+            o = k.get("qwendisaggdeployment", "grow", ns)
+            st = o.get("status") or {}
+            if st.get("observedGeneration") != o["metadata"]["generation"] or st.get("prefillReady") != "6/8":
+                return None
+            ps = [p for p in engine_pods(k, ns, "grow") if p["metadata"]["labels"]["qdd.dev/role"] == "prefill"]
+            return o if len(ps) == 8 and len(bound(ps)) == 6 else None
+        o = k.wait_for(waiting, timeout=120, interval=1, desc="two new prefill endpoints Pending, six serving")
+        assert _cond(o, "Ready")["status"] == "False"
+        assert "2 pods unschedulable" in _cond(o, "Ready")["message"], _cond(o, "Ready")["message"]
+        # nothing bound outside the clique, nothing of the serving endpoints replaced
+        assert {cliques[p["spec"]["nodeName"]] for p in bound(engine_pods(k, ns, "grow"))} == {domain}
+        assert {n: u for n, u in ((p["metadata"]["name"], p["metadata"]["uid"]) for p in bound(
+            engine_pods(k, ns, "grow"))) if n in before} == before
+        drop_ns(k, fill)
+        ready_with("8/8", timeout=180)
+        assert {cliques[p["spec"]["nodeName"]] for p in bound(engine_pods(k, ns, "grow"))} == {domain}
+    finally:
+        drop_ns(k, ns)
+        drop_ns(k, fill)

@@ -214,3 +214,77 @@ def test_decide_reads_the_state_back_from_the_cluster():
     assert parse_serving("abcd1234/c") is None and parse_serving(None) is None
     fresh = decide("g1", "Surge", [], None, True)
     assert (fresh.target, fresh.serving, fresh.phase) == ("a", ("g1", "a"), "Stable")
+
+
+def _strip_generations(kube: FakeKube) -> None:
+    """What an operator before generations left: no generation or slot labels, no serving annotation."""
+    for o in kube.objs.values():
+        for k in (labels.GENERATION, labels.SLOT):
+            (o["metadata"].get("labels") or {}).pop(k, None)
+        (o["metadata"].get("annotations") or {}).pop(labels.SERVING_GENERATION, None)
+    kube.cr["status"].pop("rollout", None)
+
+
+def test_pre_generation_objects_with_an_image_change_are_rolled_as_a_new_generation():
+    """Injected: the upgrade from before generations and an engine image change seen in the same
+    first pass. The old pods run the old image: they are not adopted as the new generation (they
+    would pair with it) but labelled with a stand-in of what they run, and the change Surges."""
+    kube, _ = _up()
+    _strip_generations(kube)
+    new = _new_image(kube, "qdd/vllm:other")
+    _pass(kube)
+    r = kube.cr["status"]["rollout"]
+    old = r["previous"]
+    assert old.startswith("u") and old != new and r == {"generation": new, "slot": "b", "serving": f"{old}/a",
+                                                         "phase": "Surging", "previous": old}
+    assert _router_generations(kube) == {old}
+    for (kind, _name), o in kube.objs.items():
+        if kind == "Pod" and slot_of(o) == "a":
+            assert o["metadata"]["labels"][labels.GENERATION] == old
+    _settle_until(kube, lambda: _engine_objects(kube) == {"b": {new}} and _ready(kube)["status"] == "True")
+
+
+def _pending(kube: FakeKube, slot: str) -> None:
+    for (kind, _), o in kube.objs.items():
+        if kind == "Pod" and slot_of(o) == slot:
+            o["status"] = {"phase": "Pending"}
+
+
+def test_without_a_record_of_what_serves_the_ready_generation_keeps_serving():
+    """Injected: no router (replicas 0: the status is the only record), a Surge whose new
+    generation is Pending, then the status wiped. The Ready old generation is not deleted."""
+    kube, old = _up()
+    kube.cr = with_spec(kube.cr, lambda s: s.setdefault("router", {}).update(replicas=0))
+    for _ in range(2):
+        _pass(kube)
+        kube.settle()
+    _new_image(kube, "qdd/vllm:other")
+    _pass(kube)
+    kube.settle()
+    _pending(kube, "b")
+    _pass(kube)
+    kube.cr["status"] = {}
+    _pass(kube)
+    assert kube.cr["status"]["rollout"]["serving"] == f"{old}/a"
+    assert "a" in _engine_objects(kube)
+
+
+def test_an_edit_while_the_router_switches_waits_for_it_before_deleting():
+    """Injected: a third image while the router Deployment still rolls to the second generation.
+    The first generation's slot (the router's old pods may still send to it) is not deleted until
+    the router has rolled."""
+    kube, first = _up()
+    _new_image(kube, "qdd/vllm:two")
+    for _ in range(4):
+        _pass(kube)
+        if kube.cr["status"]["rollout"]["phase"] == "Switching":
+            break
+        kube.settle()
+    assert kube.cr["status"]["rollout"]["phase"] == "Switching"
+    _new_image(kube, "qdd/vllm:three")
+    writes = _pass(kube)
+    assert not [w for w in writes if w[0] == "delete" and w[1] in ("StatefulSet", "Pod") and "-b" not in w[2]], writes
+    assert first in _engine_objects(kube).get("a", set())
+    third = plan_of(kube.cr).generation
+    _settle_until(kube, lambda: _ready(kube)["status"] == "True" and len(_engine_objects(kube)) == 1)
+    assert _engine_objects(kube) == {"a": {third}}

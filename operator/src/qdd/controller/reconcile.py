@@ -32,7 +32,8 @@ from .canary import CanaryChecker
 from .children import diff, key, with_owner
 from .groups import group_states, groups_to_delete, pods_to_create
 from .kube import Kube
-from .rollout import Rollout, decide, pods_to_label, recorded_serving, router_settled, slot_of, switched
+from .rollout import (Rollout, decide, legacy_generation, pods_to_label, recorded_serving, router_settled, slot_of,
+                      switched)
 from .peers import prefill_pod_uids, replaced, stale_decode_groups
 from .placement import INSUFFICIENT, Stuck, free_by_domain, placed, stuck_pods, unschedulable
 from .status import Observed, compute_status, ready_ignoring_rollout, rollout_status, status_patch
@@ -180,7 +181,8 @@ class Reconciler:
         if plan is None:  # nothing half-applied: children change only for a fully valid plan
             status = self._status(cr, None, errors, [], observed, [], None, None)
             return "invalid"
-        r = self._rollout(cr, plan, observed)
+        legacy = legacy_generation(observed, desired, plan.generation)
+        r = self._rollout(cr, plan, observed, legacy)
         plan, desired, view, states = self._target(cr, r, observed)
         if r.phase == "Surging" and ready_ignoring_rollout(self._status_of(cr, plan, desired, view, states, None, None)):
             r = switched(r, True)
@@ -192,18 +194,18 @@ class Reconciler:
         wrote = self._converge(cr, desired, view, states) or peer_restart is not None
         if wrote is None:
             return "gone"  # the namespace is being deleted: so is the custom resource
-        wrote = self._retire(cr, r, observed) or wrote
+        wrote = self._retire(cr, r, observed, legacy) or wrote
         if wrote:
             observed = kube.list_children(namespace, name)
             _, _, view, states = self._target(cr, r, observed)
         status = self._status(cr, plan, errors, desired, view, states, peer_restart, r)
         return "ready" if _cond(status, "Ready").get("status") == "True" else "progressing"
 
-    def _rollout(self, cr: dict[str, Any], plan: Plan, observed: list[dict[str, Any]]) -> Rollout:
+    def _rollout(self, cr: dict[str, Any], plan: Plan, observed: list[dict[str, Any]], legacy: str) -> Rollout:
         """This pass's step of a change of generation (qdd.controller.rollout)."""
         router = names.router(plan.name)
         return decide(plan.generation, plan.spec.rollout.strategy, observed,
-                      recorded_serving(observed, router, cr.get("status")), router_settled(observed, router))
+                      recorded_serving(observed, router, cr.get("status")), router_settled(observed, router), legacy)
 
     def _target(self, cr: dict[str, Any], r: Rollout, observed: list[dict[str, Any]]) -> tuple[
             Plan, list[dict[str, Any]], list[dict[str, Any]], list[Any]]:
@@ -219,7 +221,7 @@ class Reconciler:
             view = [o for o in view if slot_of(o) is None]
         return plan, desired, view, group_states(desired, view)
 
-    def _retire(self, cr: dict[str, Any], r: Rollout, observed: list[dict[str, Any]]) -> bool:
+    def _retire(self, cr: dict[str, Any], r: Rollout, observed: list[dict[str, Any]], legacy: str) -> bool:
         """Delete the per-slot objects of the slots the rollout retires, label the engine pods that
         lack their generation; True when it wrote."""
         namespace, wrote = cr["metadata"]["namespace"], False
@@ -231,7 +233,7 @@ class Reconciler:
             for o in mine:
                 self.kube.delete(o["apiVersion"], o["kind"], namespace, o["metadata"]["name"])
                 wrote = True
-        for pod, gen in pods_to_label(observed, {r.target: r.generation}):
+        for pod, gen in pods_to_label(observed, {"a": legacy}):
             self.kube.label_pod(namespace, pod, {labels.GENERATION: gen})
             wrote = True
         return wrote

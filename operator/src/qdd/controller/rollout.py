@@ -31,7 +31,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import labels
+from ..hashing import content_hash
 from ..names import SLOTS, other_slot
+from ..plan.generation import must_match_values
 
 PER_SLOT_KINDS = frozenset({"StatefulSet", "Pod", "PodGroup", "ComputeDomain"})
 ENGINE_ROLES = ("prefill", "decode")
@@ -55,6 +57,35 @@ def parse_serving(value: str | None) -> tuple[str, str] | None:
     return (gen, slot) if sep and gen and slot in SLOTS else None
 
 
+def _engine_signature(pod_spec: dict[str, Any]) -> tuple[Any, ...] | None:
+    """What an engine pod runs that a generation is made of: the vllm container's image and the
+    values of the must-match flags of its argv (qdd.plan.generation)."""
+    c = next((c for c in pod_spec.get("containers") or [] if c.get("name") == "vllm"), None)
+    if c is None:
+        return None
+    flags = must_match_values(list(c.get("args") or []))
+    return c.get("image"), tuple(sorted((k, tuple(v)) for k, v in flags.items()))
+
+
+def legacy_generation(observed: list[dict[str, Any]], desired: list[dict[str, Any]], generation: str) -> str:
+    """The generation of engine objects made before generations existed (no generation label): the
+    current one when every such pod and StatefulSet template runs the image and must-match flags
+    the current spec renders (adopted in place), else a stand-in id ``u<7 hex>`` of what they run,
+    so that a change made together with the upgrade is still rolled as a new generation."""
+    def unlabelled(o: dict[str, Any]) -> bool:
+        return slot_of(o) == "a" and labels.GENERATION not in (o["metadata"].get("labels") or {})
+    def spec_of(o: dict[str, Any]) -> dict[str, Any]:
+        return (o.get("spec") or {}).get("template", {}).get("spec", {}) if o["kind"] == "StatefulSet" else (
+            o.get("spec") or {})
+    want = {_engine_signature(spec_of(d)) for d in desired if d["kind"] in ("Pod", "StatefulSet") and slot_of(d)}
+    have = {_engine_signature(spec_of(o)) for o in observed if o["kind"] in ("Pod", "StatefulSet") and unlabelled(o)
+            and not o["metadata"].get("deletionTimestamp")}
+    have.discard(None)
+    if have <= want:
+        return generation
+    return "u" + content_hash(sorted(map(repr, have)), 7)
+
+
 @dataclass(frozen=True)
 class SlotView:
     """What one slot holds: its generations (``None``: made before generations), pods and
@@ -67,12 +98,13 @@ class SlotView:
     """Objects not yet being deleted."""
 
 
-def slots(observed: list[dict[str, Any]]) -> dict[str, SlotView]:
-    """Both slots as observed (an empty view for a slot with nothing)."""
+def slots(observed: list[dict[str, Any]], legacy: str | None = None) -> dict[str, SlotView]:
+    """Both slots as observed (an empty view for a slot with nothing). ``legacy``: the generation of
+    unlabelled objects (:func:`legacy_generation`); None leaves them None."""
     out = {}
     for s in SLOTS:
         mine = [o for o in observed if slot_of(o) == s]
-        out[s] = SlotView(frozenset((o["metadata"].get("labels") or {}).get(labels.GENERATION) for o in mine
+        out[s] = SlotView(frozenset((o["metadata"].get("labels") or {}).get(labels.GENERATION, legacy) for o in mine
                                     if o["kind"] != "Pod" or labels.GENERATION in (o["metadata"].get("labels") or {})
                                     or not _sts_owned(o)),
                           sum(1 for o in mine if o["kind"] == "Pod"), len(mine),
@@ -108,16 +140,20 @@ class Rollout:
         return self.serving == (self.generation, self.target)
 
 
-def _current_serving(generation: str, views: dict[str, SlotView],
-                     recorded: tuple[str, str] | None) -> tuple[str, str] | None:
-    """Where traffic goes now: the router's record when its slot still holds that generation (a
-    legacy slot ``a`` holds every generation), else the slot that holds the current generation,
-    else a slot that holds anything (``a`` first). None: nothing exists yet."""
+def _current_serving(generation: str, views: dict[str, SlotView], recorded: tuple[str, str] | None,
+                     ready: dict[str, bool] | None = None) -> tuple[str, str] | None:
+    """Where traffic goes now: the router's record when its slot still holds that generation, else
+    (the record lost) a slot whose engines are all Ready, else the slot that holds the current
+    generation, else a slot that holds anything (``a`` first). None: nothing exists yet."""
     def holds(slot: str, gen: str) -> bool:
         v = views[slot]
-        return v.live > 0 and (gen in v.generations or (slot == "a" and None in v.generations))
+        return v.live > 0 and gen in v.generations
     if recorded is not None and holds(recorded[1], recorded[0]):
         return recorded
+    for s in SLOTS:  # no record: never take traffic from the slot that serves (a lost status or router)
+        gens = sorted(g for g in views[s].generations if g)
+        if (ready or {}).get(s) and views[s].live and len(gens) == 1:
+            return gens[0], s
     for s in SLOTS:
         if holds(s, generation):
             return generation, s
@@ -133,12 +169,13 @@ def _current_serving(generation: str, views: dict[str, SlotView],
 
 
 def decide(generation: str, strategy: str, observed: list[dict[str, Any]], recorded: tuple[str, str] | None,
-           router_settled: bool) -> Rollout:
+           router_settled: bool, legacy: str | None = None) -> Rollout:
     """The rollout step of this pass. ``recorded``: the router's ``serving-generation`` (or the
     status' record when the deployment has no router); ``router_settled``: the router Deployment
-    has rolled out its current template (or there is none)."""
-    views = slots(observed)
-    serving = _current_serving(generation, views, recorded)
+    has rolled out its current template (or there is none); ``legacy``: the generation of objects
+    made before generations (:func:`legacy_generation`; default: the current one)."""
+    views = slots(observed, legacy or generation)
+    serving = _current_serving(generation, views, recorded, {s: _all_ready(observed, s) for s in SLOTS})
     if serving is None:
         return Rollout(generation, "a", (generation, "a"))
     gen_s, s = serving
@@ -158,9 +195,20 @@ def decide(generation: str, strategy: str, observed: list[dict[str, Any]], recor
         return Rollout(generation, t, (generation, t), delete=tuple(x for x in (s, t) if views[x].live and (
             x == s or foreign)), hold=views[s].pods > 0 or foreign, phase="Recreating", previous=gen_s)
     if foreign:
-        return Rollout(generation, t, serving, delete=(t,) if views[t].live else (), hold=True, phase="Superseding",
-                       previous=gen_s)
+        # The half-made (or just replaced) generation in t goes first — but not while router pods of
+        # the previous selectors may still send traffic to it (an edit during the switch).
+        return Rollout(generation, t, serving, delete=(t,) if views[t].live and router_settled else (), hold=True,
+                       phase="Superseding", previous=gen_s)
     return Rollout(generation, t, serving, phase="Surging", previous=gen_s)
+
+
+def _all_ready(observed: list[dict[str, Any]], slot: str) -> bool:
+    """Every engine pod of ``slot`` is Running and Ready, and there is at least one."""
+    pods = [o for o in observed if o["kind"] == "Pod" and slot_of(o) == slot]
+    return bool(pods) and all(not p["metadata"].get("deletionTimestamp") and (p.get("status") or {}).get("phase")
+                              == "Running" and any(c.get("type") == "Ready" and c.get("status") == "True"
+                                                   for c in (p.get("status") or {}).get("conditions") or [])
+                              for p in pods)
 
 
 def _other_gen(view: SlotView, generation: str) -> str | None:
@@ -179,7 +227,8 @@ def switched(r: Rollout, target_ready: bool) -> Rollout:
 def pods_to_label(observed: list[dict[str, Any]], generation_of_slot: dict[str, str]) -> list[tuple[str, str]]:
     """(pod name, generation) for every engine pod that lacks its generation label: a StatefulSet's
     pods take their StatefulSet's generation (templates never carry it, qdd.render.render), pods
-    made before generations existed their slot's."""
+    made before generations existed their slot's (``generation_of_slot``: the legacy generation of
+    slot ``a``, :func:`legacy_generation`)."""
     sts_gen = {o["metadata"]["name"]: (o["metadata"].get("labels") or {}).get(labels.GENERATION)
                for o in observed if o["kind"] == "StatefulSet"}
     out = []

@@ -19,20 +19,17 @@ Usage: fake_preflight_result.py [--kubeconfig PATH] [--resync SECONDS]
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
-import signal
 import sys
-import time
 from pathlib import Path
 
-import urllib3
-from kubernetes import client, config, watch
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "operator" / "src"))
+import pod_double  # noqa: E402  (hack/, next to this script)
 from qdd.preflight.result import compact  # noqa: E402
 
 SELECTOR = "qdd.dev/role=preflight,qdd.dev/preflight=fetch"
@@ -70,35 +67,9 @@ def converge(core: client.CoreV1Api, pod: client.V1Pod, default: str) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--kubeconfig")
-    ap.add_argument("--resync", type=int, default=30)
-    args = ap.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s fake-preflight-result (TEST DOUBLE): %(message)s")
-    config.load_kube_config(config_file=args.kubeconfig)
-    core = client.CoreV1Api()
     default = recorded()
-    log.info("started: simulating preflight results for fetch pods (%s)", SELECTOR)
-    stop = {"now": False}
-
-    def on_signal(*_):
-        stop["now"] = True
-        raise SystemExit(0)
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    while not stop["now"]:
-        try:
-            for pod in core.list_pod_for_all_namespaces(label_selector=SELECTOR).items:
-                converge(core, pod, default)
-            for ev in watch.Watch().stream(core.list_pod_for_all_namespaces, label_selector=SELECTOR,
-                                           timeout_seconds=args.resync):
-                converge(core, ev["object"], default)
-        except ApiException as e:
-            log.warning("API error: %s", e.reason)
-        except (OSError, urllib3.exceptions.HTTPError) as e:  # the API server restarting: refused, cut off
-            log.warning("connection error: %s", e)
-            time.sleep(1)
+    pod_double.run("fake-preflight-result", "preflight results", SELECTOR,
+                   lambda core, pod: converge(core, pod, default))
 
 
 if __name__ == "__main__":

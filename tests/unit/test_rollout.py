@@ -212,6 +212,9 @@ def test_objects_made_before_generations_are_adopted_without_a_restart():
 def test_decide_reads_the_state_back_from_the_cluster():
     assert parse_serving("abcd1234/b") == ("abcd1234", "b")
     assert parse_serving("abcd1234/c") is None and parse_serving(None) is None
+    assert parse_serving("ua9b2b48/a") == ("ua9b2b48", "a")
+    # a hand-made annotation cannot put another selector into the router's argv
+    assert parse_serving("x,qdd.dev/role=decode/a") is None and parse_serving("abcd1234 --x/a") is None
     fresh = decide("g1", "Surge", [], None, True)
     assert (fresh.target, fresh.serving, fresh.phase) == ("a", ("g1", "a"), "Stable")
 

@@ -27,6 +27,8 @@ generation (adopted in place: their pods are labelled, nothing restarts).
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,10 +53,15 @@ def slot_of(obj: dict[str, Any]) -> str | None:
     return slot if slot in SLOTS else None
 
 
+_GENERATION = re.compile(r"u?[0-9a-f]{7,8}")
+
+
 def parse_serving(value: str | None) -> tuple[str, str] | None:
-    """``<generation>/<slot>`` → (generation, slot); None when absent or malformed."""
+    """``<generation>/<slot>`` → (generation, slot); None when absent or malformed. Only a hash
+    (qdd.plan.generation, or a ``u`` stand-in) is taken: the value is rendered into the router's
+    argv and label selectors, and whoever can annotate the router must not choose them."""
     gen, sep, slot = (value or "").partition("/")
-    return (gen, slot) if sep and gen and slot in SLOTS else None
+    return (gen, slot) if sep and _GENERATION.fullmatch(gen) and slot in SLOTS else None
 
 
 def _engine_signature(pod_spec: dict[str, Any]) -> tuple[Any, ...] | None:

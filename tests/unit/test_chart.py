@@ -87,17 +87,17 @@ NAMESPACED = {
     ("", "configmaps"): {"get", "create", "patch"},
     ("", "events"): {"create"},
     ("", "pods"): {"get", "list", "watch", "create", "patch", "delete"},
-    ("", "services"): {"list", "create", "patch", "delete"},
-    ("", "serviceaccounts"): {"list", "create", "patch", "delete"},
+    ("", "services"): {"list", "watch", "create", "patch", "delete"},
+    ("", "serviceaccounts"): {"list", "watch", "create", "patch", "delete"},
     ("apps", "statefulsets"): {"list", "watch", "create", "patch", "delete"},
     ("apps", "deployments"): {"list", "watch", "create", "patch", "delete"},
     ("batch", "jobs"): {"list", "watch", "create", "patch", "delete"},
-    ("policy", "poddisruptionbudgets"): {"list", "create", "patch", "delete"},
-    ("rbac.authorization.k8s.io", "roles"): {"list", "create", "patch", "delete"},
-    ("rbac.authorization.k8s.io", "rolebindings"): {"list", "create", "patch", "delete"},
+    ("policy", "poddisruptionbudgets"): {"list", "watch", "create", "patch", "delete"},
+    ("rbac.authorization.k8s.io", "roles"): {"list", "watch", "create", "patch", "delete"},
+    ("rbac.authorization.k8s.io", "rolebindings"): {"list", "watch", "create", "patch", "delete"},
     ("resource.nvidia.com", "computedomains"): {"get", "list", "watch", "create", "patch", "delete"},
-    ("scheduling.k8s.io", "workloads"): {"list", "create", "patch", "delete"},
-    ("scheduling.k8s.io", "podgroups"): {"list", "create", "patch", "delete"},
+    ("scheduling.k8s.io", "workloads"): {"list", "watch", "create", "patch", "delete"},
+    ("scheduling.k8s.io", "podgroups"): {"list", "watch", "create", "patch", "delete"},
 }
 # CRD discovery, and the nodes (read-only) whose clique labels and GPUs the capacity message counts.
 CRDS = {("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"}, ("", "nodes"): {"list"}}
@@ -245,14 +245,15 @@ def _plural(kind: str) -> str:
 
 
 def test_rbac_covers_what_the_operator_code_does(default):
-    """Every kind the reconcile manages (children.MANAGED_KINDS) can be listed, server-side
-    applied (patch + create) and pruned (delete); every resource kopf watches can be listed and
-    watched; the CR can be read and annotated; its status patched."""
+    """Every kind the reconcile manages (children.MANAGED_KINDS) can be listed and watched (the
+    informers, qdd.controller.informer), server-side applied (patch + create) and pruned
+    (delete); every resource kopf watches can be listed and watched; the CR can be read and
+    annotated; its status patched."""
     table = rules_table(one(default, "ClusterRole")["rules"])
     for api_version, kind in MANAGED_KINDS:
         group = api_version.rpartition("/")[0]
         have = table.get((group, _plural(kind)), set())
-        assert {"list", "create", "patch", "delete"} <= have, f"{kind}: {have}"
+        assert {"list", "watch", "create", "patch", "delete"} <= have, f"{kind}: {have}"
     watched = _kopf_watched()
     assert (labels.GROUP, labels.PLURAL) in watched
     for group, plural in watched:

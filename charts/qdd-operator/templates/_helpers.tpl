@@ -102,7 +102,7 @@ Server-side apply is a PATCH; when the object does not exist yet the API server 
 # Headless Services for DP rendezvous, the router Service, the router's ServiceAccount.
 - apiGroups: [""]
   resources: ["services", "serviceaccounts"]
-  verbs: ["list", "create", "patch", "delete"]
+  verbs: ["list", "watch", "create", "patch", "delete"]
 # Prefill StatefulSet and router Deployment: applied, watched for status, pruned.
 - apiGroups: ["apps"]
   resources: ["statefulsets", "deployments"]
@@ -110,7 +110,7 @@ Server-side apply is a PATCH; when the object does not exist yet the API server 
 # PodDisruptionBudgets of roles with two or more endpoints (at most one endpoint drained at a time).
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
-  verbs: ["list", "create", "patch", "delete"]
+  verbs: ["list", "watch", "create", "patch", "delete"]
 # KV-transfer preflight and benchmark Jobs (created, replaced when their manifest changes, pruned;
 # benchmark Jobs watched for completion).
 - apiGroups: ["batch"]
@@ -119,7 +119,7 @@ Server-side apply is a PATCH; when the object does not exist yet the API server 
 # The router's Role and RoleBinding (pods get/list/watch for service discovery).
 - apiGroups: ["rbac.authorization.k8s.io"]
   resources: ["roles", "rolebindings"]
-  verbs: ["list", "create", "patch", "delete"]
+  verbs: ["list", "watch", "create", "patch", "delete"]
 # One ComputeDomain per deployment (NVIDIA DRA driver); get reads its readiness.
 - apiGroups: ["resource.nvidia.com"]
   resources: ["computedomains"]
@@ -128,7 +128,7 @@ Server-side apply is a PATCH; when the object does not exist yet the API server 
 # and its PodGroups per deployment; immutable, so replaced by delete and create.
 - apiGroups: ["scheduling.k8s.io"]
   resources: ["workloads", "podgroups"]
-  verbs: ["list", "create", "patch", "delete"]
+  verbs: ["list", "watch", "create", "patch", "delete"]
 {{- end }}
 
 {{/* kopf watches CRDs to notice resources that appear or change while it runs. */}}

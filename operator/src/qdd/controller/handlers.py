@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 import time
@@ -12,7 +13,9 @@ from typing import Any
 import kopf
 
 from .. import labels
+from ..render.benchmark import BENCHMARK
 from . import metrics
+from .informer import ChildCache
 from .reconcile import Reconciler
 from .watching import WatchTimeouts
 from .workqueue import WorkQueue
@@ -20,9 +23,11 @@ from .workqueue import WorkQueue
 CR = (labels.GROUP, labels.VERSION, labels.PLURAL)
 # GitOps tools annotate what they sync; a change there is not a spec change.
 IGNORED_FIELDS = ["metadata.annotations", "metadata.labels", "status"]
-CHILD_WATCHES = [("", "v1", "pods"), ("apps", "v1", "statefulsets"), ("apps", "v1", "deployments"),
-                 ("batch", "v1", "jobs"), ("resource.nvidia.com", "v1beta1", "computedomains")]
-"""The children kinds kopf watches (here and in qdd.controller.bench_handlers)."""
+CHILD_WATCHES = [("", "v1", "pods"), ("batch", "v1", "jobs")]
+"""The children kinds kopf watches: only the benchmark's Jobs and pods (qdd.controller.bench_handlers).
+A deployment's children are watched by qdd.controller.informer, which feeds the passes' cache."""
+LEADER_TTL_S = 2.0
+"""How long one read of the peering object answers whether a child's event queues a pass."""
 
 
 def _configure(settings: kopf.OperatorSettings) -> None:
@@ -36,12 +41,12 @@ def _configure(settings: kopf.OperatorSettings) -> None:
     # kopf's executor now runs only the benchmark handlers (sync; ours are async and only queue).
     settings.execution.max_workers = 8
     settings.posting.level = logging.WARNING
-    # Watch only qdd's own children, filtered by the API server: kopf's label filters on handlers
-    # are applied client-side, after kopf has parsed (and deep-copied, for its diff base) every
-    # event of every pod, StatefulSet, Deployment and Job of the cluster. Every child qdd renders,
-    # the benchmark Jobs and their pods included, carries this label (qdd.labels.object_labels).
+    # Watch only the benchmark's Jobs and pods, filtered by the API server: kopf's label filters on
+    # handlers are applied client-side, after kopf has parsed (and deep-copied, for its diff base)
+    # every event of every pod and Job of the cluster — a deployment's 240 engine pods included
+    # (38 % of kopf's thread at make bench-scale, bench/README.md), which qdd's informers watch.
     for resource in CHILD_WATCHES:
-        settings.watching.label_selectors[resource] = f"{labels.MANAGED_BY}={labels.FIELD_MANAGER}"
+        settings.watching.label_selectors[resource] = BENCHMARK
 
 
 RECONCILE_WORKERS = 8
@@ -104,6 +109,56 @@ def _reconcile_age(state: Mapping[str, Any]) -> float:
     return round(time.monotonic() - r.last_pass, 1) if r else -1.0
 
 
+def _ttl(leader: Callable[[], bool], seconds: float) -> Callable[[], bool]:
+    """``leader`` asked at most once per ``seconds`` (it reads the peering object)."""
+    last: list[float | bool] = [float("-inf"), False]
+
+    def ask() -> bool:
+        now = time.monotonic()
+        if now - float(last[0]) >= seconds:
+            last[:] = [now, leader()]
+        return bool(last[1])
+    return ask
+
+
+def child_event_handler(queue: WorkQueue, leader: Callable[[], bool] | None) -> Callable[[str, dict[str, Any]], None]:
+    """What a child's watch event does (qdd.controller.informer): queue its deployment's pass, on
+    the replica that acts."""
+    acting = _ttl(leader, LEADER_TTL_S) if leader is not None else None
+
+    def on_event(type_: str, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        dep = (meta.get("labels") or {}).get(labels.DEPLOYMENT)
+        if not dep or not meta.get("namespace") or (acting is not None and not acting()):
+            return
+        metrics.TRIGGERS.labels("child", obj.get("kind", ""), type_).inc()
+        queue.add((meta["namespace"], dep))
+    return on_event
+
+
+def _store_cr(r: Reconciler, event: Mapping[str, Any]) -> None:
+    """Keep a custom resource's event in the passes' cache (a copy: kopf keeps its own)."""
+    obj = event.get("object")
+    if r.kube.crs is not None and obj:
+        r.kube.crs.apply_event(event.get("type") or "ADDED", copy.deepcopy(dict(obj)), notify=False)
+
+
+def _start(state: dict[str, Any], r: Reconciler, stop: threading.Event, resync_seconds: float,
+           leader: Callable[[], bool] | None, watch: WatchTimeouts) -> None:
+    """The reconciler, its work queue, the children's informers and the resync thread, into ``state``."""
+    state["r"] = r
+    state["queue"] = queue = WorkQueue(r.reconcile, RECONCILE_WORKERS)
+    queue.start()
+    # The passes read the custom resource from kopf's watch (on_cr in register) and the children
+    # from the informers' (qdd.controller.informer): at steady state a pass sends no read at all.
+    r.kube.crs = ChildCache(kinds=[labels.KIND])
+    r.kube.cache = state["cache"] = ChildCache(on_event=child_event_handler(queue, leader))
+    state["cache"].start(r.kube.api, r.namespaces, watch)
+    state["resync"] = threading.Thread(target=_resync_loop, args=(r, queue, stop, resync_seconds, leader),
+                                       name="qdd-resync", daemon=True)
+    state["resync"].start()
+
+
 def register(reconciler_factory: Any, resync_seconds: float, leader: Callable[[], bool] | None = None,
              peering_lifetime: int | None = None, watch: WatchTimeouts | None = None) -> None:
     """Register the handlers. ``reconciler_factory()`` builds the :class:`Reconciler` at startup
@@ -120,18 +175,13 @@ def register(reconciler_factory: Any, resync_seconds: float, leader: Callable[[]
         (watch or WatchTimeouts()).apply(settings)
         if peering_lifetime is not None:
             settings.peering.lifetime = peering_lifetime
-        state["r"] = r = reconciler_factory()
-        state["queue"] = queue = WorkQueue(r.reconcile, RECONCILE_WORKERS)
-        queue.start()
-        state["resync"] = threading.Thread(target=_resync_loop, args=(r, queue, stop, resync_seconds, leader),
-                                           name="qdd-resync", daemon=True)
-        state["resync"].start()
+        _start(state, reconciler_factory(), stop, resync_seconds, leader, watch or WatchTimeouts())
 
     @kopf.on.cleanup()
     def shutdown(**_: Any) -> None:
         stop.set()
-        if "queue" in state:
-            state["queue"].stop()
+        for part in (state.get("queue"), state.get("cache")):
+            part and part.stop()
 
     def reconcile(namespace: str | None, name: str | None) -> None:
         if namespace and name:
@@ -150,16 +200,11 @@ def register(reconciler_factory: Any, resync_seconds: float, leader: Callable[[]
         if namespace and name:
             state["r"].forget(namespace, name)
 
-    present = {labels.DEPLOYMENT: kopf.PRESENT}
-
-    @kopf.on.event("", "v1", "pods", labels=present)
-    @kopf.on.event("apps", "v1", "statefulsets", labels=present)
-    @kopf.on.event("apps", "v1", "deployments", labels=present)
-    @kopf.on.event("resource.nvidia.com", "v1beta1", "computedomains", labels=present)
-    async def on_child(namespace: str | None, labels: Mapping[str, str], body: Mapping[str, Any],  # noqa: A002
-                       type: str | None, **_: Any) -> None:  # noqa: A002
-        metrics.TRIGGERS.labels("child", body.get("kind", ""), type or "LISTED").inc()
-        reconcile(namespace, labels.get(f"{CR[0]}/deployment"))
+    # kopf calls the on.event handlers of an event before its create/update handlers (kopf's
+    # processing of a resource event), so the pass that on_spec queues reads this event's spec.
+    @kopf.on.event(*CR)
+    async def on_cr(event: Mapping[str, Any], **_: Any) -> None:
+        _store_cr(state["r"], event)
 
     @kopf.on.probe(id="reconcileAgeSeconds")
     def reconcile_age(**_: Any) -> float:

@@ -3,6 +3,7 @@ No decisions here; every write is counted in ``qdd_api_writes_total``."""
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import json
 import logging
@@ -18,6 +19,7 @@ from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 from .. import labels
 from .children import MANAGED_KINDS
+from .informer import ChildCache
 from .metrics import API_WRITES
 
 log = logging.getLogger("qdd.kube")
@@ -70,6 +72,12 @@ class Kube:
         self._lists = ThreadPoolExecutor(max_workers=API_THREADS, thread_name_prefix="qdd-api")
         self._capacity_lock = threading.Lock()
         self._capacity: tuple[float, Any] = (0.0, None)
+        self.cache: ChildCache | None = None
+        """The children as the operator's watches deliver them (qdd.controller.informer); None, or
+        not yet synced: lists from the API server."""
+        self.crs: ChildCache | None = None
+        """The custom resources as kopf's watch delivers them (qdd.controller.handlers feeds it from an
+        on.event handler) and as status patches return them; None (nothing feeds it): read each time."""
 
     def _resource(self, api_version: str, kind: str) -> Any | None:
         k = (api_version, kind)
@@ -114,18 +122,33 @@ class Kube:
         return served
 
     def get_cr(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The custom resource: from :attr:`crs` when it holds it, else read (and kept there)."""
+        cached = self.crs.get(labels.KIND, namespace, name) if self.crs is not None else None
+        if cached is not None:
+            return cached
         res = self._required(f"{labels.GROUP}/{labels.VERSION}", labels.KIND)
         try:
-            return _json(res.get(name=name, namespace=namespace, serialize=False, _request_timeout=TIMEOUT))
+            cr = _json(res.get(name=name, namespace=namespace, serialize=False, _request_timeout=TIMEOUT))
         except NotFoundError:
             return None
+        if self.crs is not None:
+            self.crs.observe(copy.deepcopy(cr))
+        return cr
 
     def list_crs(self, namespaces: list[str]) -> list[tuple[str, str]]:
         """(namespace, name) of every QwenDisaggDeployment in ``namespaces`` (all when empty)."""
         res = self._required(f"{labels.GROUP}/{labels.VERSION}", labels.KIND)
         lists = ([res.get(namespace=ns, serialize=False, _request_timeout=TIMEOUT) for ns in namespaces] if namespaces
                  else [res.get(serialize=False, _request_timeout=TIMEOUT)])
-        return sorted((i["metadata"]["namespace"], i["metadata"]["name"]) for lst in lists for i in _json(lst)["items"])
+        per_scope = [_json(lst)["items"] for lst in lists]
+        scopes: list[str | None] = list(namespaces) if namespaces else [None]
+        for scope, items in zip(scopes, per_scope, strict=True):
+            for i in items:
+                i.setdefault("apiVersion", f"{labels.GROUP}/{labels.VERSION}")
+                i.setdefault("kind", labels.KIND)
+            if self.crs is not None:  # a fresh read each resync period, whatever kopf's watch missed
+                self.crs.replace(labels.KIND, scope, items)
+        return sorted((i["metadata"]["namespace"], i["metadata"]["name"]) for items in per_scope for i in items)
 
     def peering_status(self, name: str, namespace: str | None) -> dict[str, Any] | None:
         """``status`` of kopf's peering object (ClusterKopfPeering, or KopfPeering in ``namespace``);
@@ -144,7 +167,10 @@ class Kube:
 
     def list_children(self, namespace: str, cr: str) -> list[dict[str, Any]]:
         """Every child of ``cr`` (the deployment label), of every kind in MANAGED_KINDS the cluster
-        serves, in that order."""
+        serves, in that order: from :attr:`cache` once it has synced, else listed."""
+        if self.cache is not None and self.cache.synced():
+            return self.cache.children(namespace, cr)
+
         def one(api_version: str, kind: str) -> list[dict[str, Any]]:
             res = self._resource(api_version, kind)
             if res is None:
@@ -165,9 +191,9 @@ class Kube:
         if res is None:
             raise RuntimeError(f"{obj['apiVersion']} {obj['kind']} is not served by this cluster (is its CRD installed?)")
         try:
-            res.server_side_apply(body=obj, namespace=obj["metadata"].get("namespace"),
-                                  field_manager=labels.FIELD_MANAGER, force_conflicts=True, serialize=False,
-                                  _request_timeout=TIMEOUT)
+            resp = res.server_side_apply(body=obj, namespace=obj["metadata"].get("namespace"),
+                                         field_manager=labels.FIELD_MANAGER, force_conflicts=True, serialize=False,
+                                         _request_timeout=TIMEOUT)
         except ApiException as e:
             if e.status == 403 and "being terminated" in str(e.body or ""):
                 log.info("namespace %s is being deleted: not applying %s/%s", obj["metadata"].get("namespace"),
@@ -175,6 +201,8 @@ class Kube:
                 return False
             raise
         API_WRITES.labels("apply", obj["kind"]).inc()
+        if self.cache is not None:  # the next pass sees its own write (qdd.controller.informer)
+            self.cache.observe(_json(resp))
         return True
 
     def apply_all(self, objs: list[dict[str, Any]]) -> list[bool]:
@@ -190,29 +218,40 @@ class Kube:
             API_WRITES.labels("delete", kind).inc()
         except NotFoundError:
             pass
+        if self.cache is not None:
+            self.cache.deleting(kind, namespace, name)
 
     def label_pod(self, namespace: str, name: str, pod_labels: dict[str, str]) -> None:
         """Merge-patch labels onto a pod (metadata is mutable; the pod is not restarted). A pod
         gone since it was listed is not an error."""
         try:
-            self.core.patch_namespaced_pod(name, namespace, {"metadata": {"labels": pod_labels}},
-                                           _request_timeout=TIMEOUT)
+            resp = self.core.patch_namespaced_pod(name, namespace, {"metadata": {"labels": pod_labels}},
+                                                  _request_timeout=TIMEOUT, _preload_content=False)
             API_WRITES.labels("patch", "Pod").inc()
         except ApiException as e:
             if e.status != 404:
                 raise
+            return
+        if self.cache is not None:
+            pod = _json(resp)
+            pod.setdefault("apiVersion", "v1")
+            pod.setdefault("kind", "Pod")
+            self.cache.observe(pod)
 
     def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         """Merge-patch the status. A resource deleted since it was read is not an error: its
         status is gone with it (a status write racing a deletion)."""
         res = self._required(f"{labels.GROUP}/{labels.VERSION}", labels.KIND)
         try:
-            res.status.patch(name=name, namespace=namespace, body={"status": status},
-                             content_type="application/merge-patch+json", serialize=False, _request_timeout=TIMEOUT)
+            resp = res.status.patch(name=name, namespace=namespace, body={"status": status},
+                                    content_type="application/merge-patch+json", serialize=False,
+                                    _request_timeout=TIMEOUT)
         except NotFoundError:
             log.info("%s/%s is gone: its status is not written", namespace, name)
             return
         API_WRITES.labels("patch-status", labels.KIND).inc()
+        if self.crs is not None:
+            self.crs.observe(_json(resp))  # the next pass compares its status with what it wrote
 
     def gpu_nodes_and_pods(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
         """(every node carrying nvidia.com/gpu.clique, every pod bound to a node and not finished,

@@ -1,4 +1,5 @@
-"""kopf's watch-stream timeouts: how fast the operator notices a watch that is dead or silent.
+"""Watch-stream timeouts of kopf's watches and of the children's informers
+(qdd.controller.informer): how fast the operator notices a watch that is dead or silent.
 
 A watch can stop delivering while its TCP connection stays open (a load balancer or NAT that
 dropped the flow, an API server that hangs). Three bounds, each a kopf setting
@@ -14,9 +15,9 @@ dropped the flow, an API server that hangs). Three bounds, each a kopf setting
 * ``client`` — the client's total timeout of one watch request, a little above ``server``: it
   ends a stream whose end the server never sent.
 
-Whatever a silent watch misses, qdd's resync pass (``qdd run --resync-seconds``) reconciles
-every resource from a fresh read anyway; these bounds decide how soon the event-driven path works
-again. Measured: tests/integration/test_silent_watch.py, docs/reliability.md.
+Whatever a silent watch misses, qdd's resync pass (``qdd run --resync-seconds``) reconciles every
+resource anyway (the custom resources listed afresh; the children as cached, each kind listed afresh
+every ``informer.RELIST_S``); these bounds decide how soon the event-driven path works again. Measured: tests/integration/test_silent_watch.py, docs/reliability.md.
 """
 
 from __future__ import annotations

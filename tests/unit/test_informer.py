@@ -1,0 +1,231 @@
+"""The children's watch-fed cache (qdd.controller.informer): what a pass reads, and when the
+operator is told. No API server: the informer's HTTP calls go to a scripted fake."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from qdd import labels
+from qdd.controller.informer import ChildCache, Gone, Informer, _path
+from qdd.controller.watching import WatchTimeouts
+
+
+def obj(kind: str, name: str, rv: int, dep: str | None = "seed", ns: str = "team", **meta: Any) -> dict[str, Any]:
+    lab = {labels.DEPLOYMENT: dep} if dep else {}
+    return {"apiVersion": "v1", "kind": kind, "metadata": {"name": name, "namespace": ns, "resourceVersion": str(rv),
+                                                           "labels": lab, "managedFields": [{"manager": "x"}], **meta}}
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str]] = []
+
+    def __call__(self, type_: str, o: dict[str, Any]) -> None:
+        self.events.append((type_, o["kind"], o["metadata"]["name"]))
+
+
+class Synced:
+    """An informer stand-in: the cache asks whether a kind has listed before."""
+
+    def __init__(self, kind: str, namespace: str | None = None):
+        self.kind, self.namespace, self.synced = kind, namespace, threading.Event()
+
+
+def cache_with(*kinds: str) -> tuple[ChildCache, Recorder, dict[str, Synced]]:
+    rec = Recorder()
+    c = ChildCache(on_event=rec)
+    infs = {k: Synced(k) for k in kinds}
+    c.informers = list(infs.values())  # type: ignore[arg-type]
+    return c, rec, infs
+
+
+def test_collection_paths_of_core_and_grouped_kinds():
+    assert _path("v1", "Pod", "team") == "/api/v1/namespaces/team/pods"
+    assert _path("apps/v1", "StatefulSet", None) == "/apis/apps/v1/statefulsets"
+    assert _path("resource.nvidia.com/v1beta1", "ComputeDomain", "t") == \
+        "/apis/resource.nvidia.com/v1beta1/namespaces/t/computedomains"
+    assert _path("policy/v1", "PodDisruptionBudget", "t") == "/apis/policy/v1/namespaces/t/poddisruptionbudgets"
+
+
+def test_first_list_is_silent_later_lists_report_what_changed():
+    c, rec, infs = cache_with("Pod")
+    c.replace("Pod", None, [obj("Pod", "a", 1), obj("Pod", "b", 2)])
+    infs["Pod"].synced.set()
+    assert rec.events == []  # the operator's start queues every deployment anyway
+    c.replace("Pod", None, [obj("Pod", "a", 1), obj("Pod", "b", 5), obj("Pod", "c", 6)])
+    assert sorted(rec.events) == [("ADDED", "Pod", "c"), ("MODIFIED", "Pod", "b")]
+    rec.events.clear()
+    c.replace("Pod", None, [obj("Pod", "c", 6)])  # a and b deleted while the watch was down
+    assert sorted(rec.events) == [("DELETED", "Pod", "a"), ("DELETED", "Pod", "b")]
+    assert [o["metadata"]["name"] for o in c.children("team", "seed")] == ["c"]
+
+
+def test_a_list_in_one_namespace_leaves_the_others_alone():
+    c, _, _ = cache_with("Pod")
+    c.replace("Pod", "a", [obj("Pod", "p", 1, ns="a")])
+    c.replace("Pod", "b", [obj("Pod", "p", 2, ns="b")])
+    c.replace("Pod", "a", [])
+    assert c.children("a", "seed") == [] and len(c.children("b", "seed")) == 1
+
+
+def test_children_in_managed_kind_order_then_name_copied_without_managed_fields():
+    c, _, _ = cache_with()
+    for o in (obj("Pod", "z", 1), obj("Deployment", "router", 2), obj("Pod", "a", 3), obj("ComputeDomain", "cd", 4),
+              obj("Pod", "other", 5, dep="another"), obj("Service", "s", 6)):
+        c.apply_event("ADDED", o)
+    got = c.children("team", "seed")
+    assert [(o["kind"], o["metadata"]["name"]) for o in got] == [
+        ("ComputeDomain", "cd"), ("Service", "s"), ("Pod", "a"), ("Pod", "z"), ("Deployment", "router")]
+    assert all("managedFields" not in o["metadata"] for o in got)
+    got[0]["metadata"]["name"] = "changed by a pass"
+    assert c.children("team", "seed")[0]["metadata"]["name"] == "cd"
+
+
+def test_watch_events_are_stored_before_the_operator_is_told():
+    seen: list[list[str]] = []
+    c = ChildCache()
+    c.on_event = lambda t, o: seen.append([x["metadata"]["name"] for x in c.children("team", "seed")])
+    c.apply_event("ADDED", obj("Pod", "a", 1))
+    c.apply_event("DELETED", obj("Pod", "a", 2))
+    assert seen == [["a"], []]
+
+
+def test_answers_to_our_writes_are_seen_unless_the_watch_knows_better():
+    c, rec, _ = cache_with()
+    c.observe(obj("Pod", "a", 10))  # our apply's answer: the next pass sees it, nobody is told
+    assert [o["metadata"]["resourceVersion"] for o in c.children("team", "seed")] == ["10"] and rec.events == []
+    c.apply_event("MODIFIED", obj("Pod", "a", 9))  # the watch lags behind our answer: kept
+    assert c.children("team", "seed")[0]["metadata"]["resourceVersion"] == "10"
+    c.apply_event("MODIFIED", obj("Pod", "a", 12))
+    c.observe(obj("Pod", "a", 11))  # an older answer arriving late: ignored
+    assert c.children("team", "seed")[0]["metadata"]["resourceVersion"] == "12"
+    c.apply_event("DELETED", obj("Pod", "a", 13))
+    c.observe(obj("Pod", "a", 12))  # an answer from before the deletion must not bring it back
+    assert c.children("team", "seed") == []
+    c.observe(obj("Pod", "a", 20))  # created again since: seen
+    assert c.children("team", "seed")[0]["metadata"]["resourceVersion"] == "20"
+    c.observe({"kind": "Status", "metadata": {}})  # not a child: ignored
+    c.observe(obj("ConfigMap", "x", 1))
+    assert len(c) == 1
+
+
+def test_a_child_we_deleted_reads_as_terminating_until_the_watch_says_it_is_gone():
+    c, _, _ = cache_with()
+    c.apply_event("ADDED", obj("Pod", "leader", 1))
+    c.deleting("Pod", "team", "leader")
+    [p] = c.children("team", "seed")
+    assert p["metadata"]["deletionTimestamp"].endswith("Z") and p["metadata"]["resourceVersion"] == "1"
+    c.apply_event("DELETED", obj("Pod", "leader", 2))
+    c.deleting("Pod", "team", "leader")  # its DELETED event came first: nothing to mark, no ghost
+    assert c.children("team", "seed") == []
+
+
+def test_a_relabelled_child_moves_to_its_new_deployment():
+    c, _, _ = cache_with()
+    c.apply_event("ADDED", obj("Pod", "p", 1, dep="one"))
+    c.apply_event("MODIFIED", obj("Pod", "p", 2, dep="two"))
+    assert c.children("team", "one") == [] and len(c.children("team", "two")) == 1
+
+
+# --- the informer's list and watch against a scripted API server -------------------------------
+
+
+class FakeResponse:
+    def __init__(self, status: int, body: bytes = b"", chunks: list[bytes] | None = None):
+        self.status, self.reason, self._body, self._chunks = status, "x", body, chunks or []
+        self.response = self
+
+    @property
+    def data(self) -> bytes:
+        return self._body
+
+    def read(self) -> bytes:
+        return self._body
+
+    def stream(self, amt: Any = None, decode_content: bool = False):
+        yield from self._chunks
+
+    def release_conn(self) -> None:
+        pass
+
+
+class FakeApi:
+    """Answers GETs from a script: each entry (check of the query, response)."""
+
+    def __init__(self, script: list[FakeResponse]):
+        self.script, self.queries = list(script), []
+
+    def param_serialize(self, method: str, path: str, query_params: Any = None, **_: Any) -> tuple:
+        self.queries.append((path, dict(query_params)))
+        return (method, path)
+
+    def call_api(self, method: str, path: str, _request_timeout: Any = None) -> FakeResponse:
+        self.timeout = _request_timeout
+        if not self.script:
+            time.sleep(0.05)
+            raise ConnectionError("script over")
+        return self.script.pop(0)
+
+    def response_deserialize(self, resp: FakeResponse, types: Any) -> None:
+        raise ApiException(status=resp.status, reason="scripted")
+
+
+def lines(*events: dict[str, Any]) -> list[bytes]:
+    blob = b"".join(json.dumps(e).encode() + b"\n" for e in events)
+    return [blob[:7], blob[7:]]  # a line split over two chunks
+
+
+def test_informer_lists_watches_from_the_lists_version_and_lists_again_on_410():
+    pod = obj("Pod", "a", 5)
+    listed = {"metadata": {"resourceVersion": "5"}, "items": [{k: v for k, v in pod.items() if k not in ("kind", "apiVersion")}]}
+    api = FakeApi([
+        FakeResponse(200, json.dumps(listed).encode()),
+        FakeResponse(200, chunks=lines({"type": "MODIFIED", "object": obj("Pod", "a", 7)},
+                                       {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "9"}}})),
+        FakeResponse(200, chunks=lines({"type": "ERROR", "object": {"code": 410, "message": "too old"}})),
+        FakeResponse(200, json.dumps({"metadata": {"resourceVersion": "20"}, "items": []}).encode()),
+    ])
+    rec = Recorder()
+    c = ChildCache(on_event=rec)
+    inf = Informer(api, "v1", "Pod", "team", c, WatchTimeouts(server=300, client=330, inactivity=70))  # type: ignore[arg-type]
+    c.informers = [inf]
+    inf.start()
+    deadline = time.monotonic() + 5
+    while len(api.queries) < 5 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    inf.stop.set()
+    q = api.queries
+    assert q[0] == ("/api/v1/namespaces/team/pods", {"labelSelector": "app.kubernetes.io/managed-by=qdd-operator"})
+    assert q[1][1] == {"labelSelector": "app.kubernetes.io/managed-by=qdd-operator", "watch": "true",
+                       "resourceVersion": "5", "allowWatchBookmarks": "true", "timeoutSeconds": 300}
+    assert q[2][1]["resourceVersion"] == "9"  # after the stream ended: from the bookmark's version
+    assert "watch" not in q[3][1]  # 410 Gone: listed again
+    assert q[4][1]["resourceVersion"] == "20"
+    assert api.timeout == (5, 70)  # a silent stream is dropped after the inactivity timeout
+    assert rec.events == [("MODIFIED", "Pod", "a"), ("DELETED", "Pod", "a")]
+    assert inf.synced.is_set() and c.children("team", "seed") == []
+
+
+def test_a_kind_the_cluster_does_not_serve_is_an_empty_synced_store():
+    api = FakeApi([FakeResponse(404)])
+    c = ChildCache()
+    inf = Informer(api, "resource.nvidia.com/v1beta1", "ComputeDomain", None, c, WatchTimeouts())  # type: ignore[arg-type]
+    c.informers = [inf]
+    inf.start()
+    assert inf.synced.wait(5)
+    inf.stop.set()
+    assert c.synced() and c.children("team", "seed") == []
+
+
+def test_a_watch_error_other_than_410_is_raised():
+    inf = Informer(FakeApi([]), "v1", "Pod", None, ChildCache(), WatchTimeouts())  # type: ignore[arg-type]
+    with pytest.raises(Gone):
+        inf._event({"type": "ERROR", "object": {"code": 410, "message": "too old"}}, "1")
+    with pytest.raises(RuntimeError, match="forbidden"):
+        inf._event({"type": "ERROR", "object": {"code": 403, "message": "forbidden"}}, "1")

@@ -229,3 +229,37 @@ def test_a_watch_error_other_than_410_is_raised():
         inf._event({"type": "ERROR", "object": {"code": 410, "message": "too old"}}, "1")
     with pytest.raises(RuntimeError, match="forbidden"):
         inf._event({"type": "ERROR", "object": {"code": 403, "message": "forbidden"}}, "1")
+
+
+# --- what a child's event does in the operator (qdd.controller.handlers) ------------------------
+
+
+class Queue:
+    def __init__(self) -> None:
+        self.keys: list[tuple[str, str]] = []
+
+    def add(self, key: tuple[str, str]) -> None:
+        self.keys.append(key)
+
+
+def test_a_childs_event_queues_its_deployment_only_on_the_replica_that_acts():
+    from qdd.controller.handlers import child_event_handler
+
+    q = Queue()
+    on = child_event_handler(q, None)  # type: ignore[arg-type]
+    on("MODIFIED", obj("Pod", "seed-decode-0-leader", 3))
+    on("MODIFIED", obj("Pod", "stranger", 3, dep=None))  # not a deployment's child
+    assert q.keys == [("team", "seed")]
+
+    asked = []
+    leading = [False]
+
+    def leader() -> bool:
+        asked.append(1)
+        return leading[0]
+
+    q2 = Queue()
+    on2 = child_event_handler(q2, leader)  # type: ignore[arg-type]
+    for i in range(50):
+        on2("MODIFIED", obj("Pod", f"p{i}", i))
+    assert q2.keys == [] and len(asked) == 1  # a standby replica; the peering object read once per 2 s

@@ -118,13 +118,16 @@ def metric_sum(text: str, name: str) -> float:
                if line.startswith(name + "{") or line.startswith(name + " "))
 
 
-def quantile(text: str, name: str, q: float) -> float:
-    """Quantile of a Prometheus histogram, linear inside the bucket (what histogram_quantile does)."""
+def quantile(text: str, name: str, q: float, step: str | None = None) -> float:
+    """Quantile of a Prometheus histogram, linear inside the bucket (what histogram_quantile does);
+    ``step``: only the series with that ``step`` label."""
     buckets = []
     for line in text.splitlines():
-        if line.startswith(name + "_bucket{"):
+        if line.startswith(name + "_bucket{") and (step is None or f'step="{step}"' in line):
             le = line.split('le="', 1)[1].split('"', 1)[0]
             buckets.append((float("inf") if le == "+Inf" else float(le), float(line.rsplit(" ", 1)[1])))
+    if not buckets:
+        return 0.0
     buckets.sort()
     total = buckets[-1][1]
     rank, lo, below = q * total, 0.0, 0.0
@@ -265,6 +268,10 @@ def main() -> int:
               f"p99 {quantile(m1, 'qdd_reconcile_duration_seconds', 0.99) * 1000:.0f} ms; operator CPU {c1 - c0:.1f} s "
               f"({1000 * (c1 - c0) / max(reconciles, 1):.0f} ms per reconcile, kopf's watch streams included)", flush=True)
         print(f"  API writes by verb and kind: {delta(m0, m1, 'qdd_api_writes_total')}", flush=True)
+        print("  reconcile steps p50 / p99 (qdd_reconcile_step_seconds): " + ", ".join(
+            f"{step} {quantile(m1, 'qdd_reconcile_step_seconds', 0.5, step) * 1000:.0f} / "
+            f"{quantile(m1, 'qdd_reconcile_step_seconds', 0.99, step) * 1000:.0f} ms"
+            for step in ("read", "plan", "write", "status")), flush=True)
         cpu0, _ = proc(op.pid)
         i0 = metrics(a.metrics_port)
         time.sleep(a.idle_seconds)

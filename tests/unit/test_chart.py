@@ -4,6 +4,7 @@ touches), restricted Pod Security, the strict values schema, and the CRD identic
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 import subprocess
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from qdd import labels
+from qdd import cli, labels
 from qdd.controller.children import MANAGED_KINDS
 
 from ..conftest import ROOT
@@ -335,6 +336,51 @@ def test_probes_hit_kopf_liveness_endpoint(default):
         assert c[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
 
 
+def _run_args(objs: list[dict[str, Any]]) -> argparse.Namespace:
+    """The operator container's args as `qdd run` parses them (the image's entrypoint is `qdd run`)."""
+    [c] = one(objs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    return cli.parser().parse_args(["run", *c["args"]])
+
+
+def _watch_args(objs: list[dict[str, Any]]) -> list[str]:
+    [c] = one(objs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    return [a for a in c["args"] if a.startswith("--watch-")]
+
+
+def test_watch_timeouts_default_to_the_clis_and_reach_the_args(default):
+    """operator.watch.* are `qdd run --watch-*-timeout`, with the same defaults as the CLI's."""
+    run_defaults = cli.parser().parse_args(["run"])
+    assert (run_defaults.watch_inactivity_timeout, run_defaults.watch_server_timeout,
+            run_defaults.watch_client_timeout) == (70.0, 300, 330.0)
+    assert _watch_args(default) == ["--watch-inactivity-timeout=70", "--watch-server-timeout=300",
+                                    "--watch-client-timeout=330"]
+    parsed = _run_args(default)
+    for key in ("watch_inactivity_timeout", "watch_server_timeout", "watch_client_timeout"):
+        assert getattr(parsed, key) == getattr(run_defaults, key), key
+    values = yaml.safe_load((CHART / "values.yaml").read_text())["operator"]["watch"]
+    assert values == {"inactivityTimeoutSeconds": 70, "serverTimeoutSeconds": 300, "clientTimeoutSeconds": 330}
+
+
+def test_watch_timeouts_set_by_values():
+    objs = template(set_json=('operator.watch={"inactivityTimeoutSeconds": 45.5, "serverTimeoutSeconds": 120, '
+                              '"clientTimeoutSeconds": 150}',))
+    assert _watch_args(objs) == ["--watch-inactivity-timeout=45.5", "--watch-server-timeout=120",
+                                 "--watch-client-timeout=150"]
+    parsed = _run_args(objs)
+    assert (parsed.watch_inactivity_timeout, parsed.watch_server_timeout, parsed.watch_client_timeout) == (
+        45.5, 120, 150.0)
+
+
+def test_watch_timeouts_absent_pass_no_flag():
+    """Values without operator.watch (a `helm upgrade --reuse-values` from a chart that had none)
+    render, and the operator runs with `qdd run`'s defaults."""
+    objs = template("operator.watch=null")
+    assert _watch_args(objs) == []
+    parsed = _run_args(objs)
+    assert (parsed.watch_inactivity_timeout, parsed.watch_server_timeout, parsed.watch_client_timeout) == (
+        70.0, 300, 330.0)
+
+
 def test_image_digest_and_tag():
     [c] = one(template("image.tag=1.2.3"), "Deployment")["spec"]["template"]["spec"]["containers"]
     assert c["image"] == "qdd/qdd-operator:1.2.3"
@@ -385,6 +431,11 @@ def test_engine_pod_monitor_is_off_by_default_and_renders_when_on(default):
     ("operator.resyncSeconds=0",),
     ("operator.logLevel=LOUD",),
     ("operator.metricsPort=70000",),
+    ("operator.watch.serverTimeoutSeconds=0",),
+    ("operator.watch.inactivityTimeoutSeconds=0",),
+    ("operator.watch.clientTimeoutSeconds=-1",),
+    ("operator.watch.serverTimeoutSeconds=4000",),
+    ("operator.watch.unknown=1",),
     ("image.pullPolicy=Sometimes",),
     ("image.digest=latest",),
     ("rbac.create=maybe",),

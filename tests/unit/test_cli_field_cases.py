@@ -65,6 +65,9 @@ REFUSED: dict[str, tuple[Callable[[dict], None], str]] = {
     "dp6-on-4-gpu-nodes": (lambda s: s["decode"]["topology"].update(dataParallel=6), "spec.decode.topology.dataParallel"),
     "side-channel-covers-http": (lambda s: s["kvTransfer"].update(sideChannelPort=7998), "spec.ports.http"),
     "bad-name": (None, "metadata.name"),
+    "canary-timeout-not-below-period": (lambda s: s.update(validation={"canary": {"periodSeconds": 30,
+                                                                                  "timeoutSeconds": 30}}),
+                                        "spec.validation.canary.timeoutSeconds: must be below periodSeconds"),
     # engine correctness, part 2 (issue 11)
     "recompute": (lambda s: s["kvTransfer"].update(loadFailurePolicy="recompute"), "spec.kvTransfer.loadFailurePolicy"),
     "nvfp4-kv": (lambda s: (_tuning("prefill", kvCacheDtype="nvfp4")(s), _tuning("decode", kvCacheDtype="nvfp4")(s)),

@@ -8,10 +8,13 @@ from contextlib import redirect_stdout
 from io import StringIO
 
 import pytest
+import yaml
 
-from qdd import cli
+from qdd import cli, labels
+from qdd.api import parse_resource
+from qdd.plan import build_plan
 
-from ..conftest import EXAMPLES
+from ..conftest import EXAMPLES, load
 
 SEED = EXAMPLES / "qwen35-397b-4xdep2-1xdep8-cc5120.yaml"
 
@@ -73,9 +76,9 @@ def test_table_prints_capacity_with_its_assumptions(plan_json, capsys):
     assert "assumptions:" in out and "estimates" in out and "+/-20% tolerance" in out
     assert "weights 46.8" in out
     lines = out.splitlines()
-    assert lines[1].split() == ["ROLE", "ENDPOINTS", "TOPOLOGY", "PODS/EP", "GPUS/POD", "GPUS", "BATCHED-TOKENS",
+    assert lines[2].split() == ["ROLE", "ENDPOINTS", "TOPOLOGY", "PODS/EP", "GPUS/POD", "GPUS", "BATCHED-TOKENS",
                                 "MAX-SEQS", "CUDAGRAPH-MAX", "ASYNC", "KV-ROLE"]
-    assert lines[3].split() == ["decode", "1", "DEP8", "2", "4", "8", "16384", "1024", "768", "on", "kv_consumer"]
+    assert lines[4].split() == ["decode", "1", "DEP8", "2", "4", "8", "16384", "1024", "768", "on", "kv_consumer"]
 
 
 def test_plan_shows_the_settings_both_roles_share(plan_json):
@@ -83,3 +86,19 @@ def test_plan_shows_the_settings_both_roles_share(plan_json):
     e = plan_json["engine"]
     assert (e["kvCacheDtype"], e["maxModelLen"], e["kvLeaseSeconds"], e["revision"]) == ("fp8", 9216, 120, None)
     assert e["kvCacheDtypeSource"].startswith("checkpoint: ModelOpt NVFP4")
+
+
+def test_plan_shows_the_generation_the_engine_pods_are_labelled_with(plan_json, capsys):
+    """The rollout generation (qdd.plan.generation) in -o json and on the table's second line: the
+    value of the qdd.dev/generation label on every engine pod `qdd render` prints."""
+    gen = build_plan(parse_resource(load(SEED))).generation
+    assert len(gen) == 8 and int(gen, 16) >= 0
+    assert plan_json["generation"] == gen
+    cli.main(["plan", "-f", str(SEED)])
+    assert capsys.readouterr().out.splitlines()[1] == (
+        f"Generation: {gen} (label qdd.dev/generation of every engine pod; a new value is rolled as a new "
+        "generation: docs/rollouts.md)")
+    cli.main(["render", "-f", str(SEED)])
+    pods = [o for o in yaml.safe_load_all(capsys.readouterr().out)
+            if o["kind"] in ("Pod", "StatefulSet") and o["metadata"]["labels"].get(labels.ROLE) in ("prefill", "decode")]
+    assert pods and {o["metadata"]["labels"][labels.GENERATION] for o in pods} == {gen}

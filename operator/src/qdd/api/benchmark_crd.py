@@ -5,20 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import labels
-from .benchmark import KIND, PLURAL, SHORT_NAME, SINGULAR, BenchmarkSpec, BenchmarkStatus
-from .crd import resource_schema
+from .benchmark import (ACCURACY_PASSED, COMPLETE, KIND, PLURAL, SHORT_NAME, SINGULAR, BenchmarkSpec,
+                        BenchmarkStatus)
+from .crd import AGE_COLUMN, column, condition_column, custom_resource_definition, resource_schema
 from .types import DNS1123_SUBDOMAIN
 
 PRINTER_COLUMNS = [
-    {"name": "Deployment", "type": "string", "jsonPath": ".spec.deploymentName", "description": "The QwenDisaggDeployment measured."},
-    {"name": "Topology", "type": "string", "jsonPath": ".status.topology", "description": "Its shape, e.g. 4xDEP2-1xDEP8."},
-    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
-    {"name": "Tok/s/GPU", "type": "number", "jsonPath": ".status.bestTotalTokensPerSecondPerGpu", "description": "Highest total tok/s per GPU of the sweep."},
-    {"name": "Accuracy", "type": "number", "jsonPath": ".status.accuracy.mean", "description": "Mean GSM8K accuracy."},
-    {"name": "Passed", "type": "string", "jsonPath": '.status.conditions[?(@.type=="AccuracyPassed")].status'},
-    {"name": "Complete", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Complete")].status'},
-    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    column("Deployment", "string", ".spec.deploymentName", "The QwenDisaggDeployment measured."),
+    column("Topology", "string", ".status.topology", "Its shape, e.g. 4xDEP2-1xDEP8."),
+    column("Phase", "string", ".status.phase"),
+    column("Tok/s/GPU", "number", ".status.bestTotalTokensPerSecondPerGpu", "Highest total tok/s per GPU of the sweep."),
+    column("Accuracy", "number", ".status.accuracy.mean", "Mean GSM8K accuracy."),
+    condition_column("Passed", ACCURACY_PASSED),
+    condition_column("Complete", COMPLETE),
+    AGE_COLUMN,
 ]
 
 
@@ -36,18 +36,5 @@ def openapi_schema() -> dict[str, Any]:
 
 def benchmark_crd() -> dict[str, Any]:
     """The CRD object for qwendisaggbenchmarks.qdd.dev (apiextensions.k8s.io/v1)."""
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{PLURAL}.{labels.GROUP}", "labels": {labels.PART_OF: "qdd"}},
-        "spec": {
-            "group": labels.GROUP,
-            "names": {"kind": KIND, "listKind": f"{KIND}List", "plural": PLURAL, "singular": SINGULAR,
-                      "shortNames": [SHORT_NAME], "categories": ["all", "llm"]},
-            "scope": "Namespaced",
-            "versions": [{"name": labels.VERSION, "served": True, "storage": True,
-                          "schema": {"openAPIV3Schema": openapi_schema()},
-                          "subresources": {"status": {}},
-                          "additionalPrinterColumns": PRINTER_COLUMNS}],
-        },
-    }
+    return custom_resource_definition(KIND, PLURAL, SINGULAR, SHORT_NAME, openapi_schema(), {"status": {}},
+                                      PRINTER_COLUMNS)

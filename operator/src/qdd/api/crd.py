@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import labels
+from .conditions import READY
 from .spec import QwenDisaggDeploymentSpec
 from .status import QwenDisaggDeploymentStatus
 from .types import DNS1035_LABEL
@@ -130,54 +131,63 @@ def openapi_schema() -> dict[str, Any]:
                               "letter and ending with a letter or digit"})
 
 
+def column(name: str, type_: str, json_path: str, description: str | None = None,
+           priority: int | None = None) -> dict[str, Any]:
+    """One ``additionalPrinterColumns`` entry (keys in the order the CRD files have them)."""
+    out: dict[str, Any] = {"name": name, "type": type_, "jsonPath": json_path}
+    if priority is not None:
+        out["priority"] = priority
+    if description is not None:
+        out["description"] = description
+    return out
+
+
+def condition_column(name: str, ctype: str, field: str = "status") -> dict[str, Any]:
+    """A column showing ``field`` of the condition of type ``ctype``."""
+    return column(name, "string", f'.status.conditions[?(@.type=="{ctype}")].{field}')
+
+
+AGE_COLUMN = column("Age", "date", ".metadata.creationTimestamp")
+
+
+def custom_resource_definition(kind: str, plural: str, singular: str, short_name: str, schema: dict[str, Any],
+                               subresources: dict[str, Any], columns: list[dict[str, Any]]) -> dict[str, Any]:
+    """The apiextensions.k8s.io/v1 CRD object of one qdd.dev kind: namespaced, one served and
+    stored version (labels.VERSION), categories ``all`` and ``llm``."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{labels.GROUP}", "labels": {labels.PART_OF: "qdd"}},
+        "spec": {
+            "group": labels.GROUP,
+            "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural, "singular": singular,
+                      "shortNames": [short_name], "categories": ["all", "llm"]},
+            "scope": "Namespaced",
+            "versions": [{"name": labels.VERSION, "served": True, "storage": True,
+                          "schema": {"openAPIV3Schema": schema}, "subresources": subresources,
+                          "additionalPrinterColumns": columns}],
+        },
+    }
+
+
 PRINTER_COLUMNS = [
-    {"name": "Prefill", "type": "string", "jsonPath": ".status.prefillReady", "description": "Ready/desired prefill endpoints."},
-    {"name": "Decode", "type": "string", "jsonPath": ".status.decodeReady", "description": "Ready/desired decode endpoints."},
-    {"name": "GPUs", "type": "integer", "jsonPath": ".status.gpus", "description": "GPUs requested by engine pods."},
-    {"name": "Concurrency", "type": "integer", "jsonPath": ".spec.workload.concurrency", "description": "Target concurrent requests."},
-    {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},
-    {"name": "Reason", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].reason'},
-    {"name": "Serving", "type": "string", "jsonPath": ".status.rollout.serving", "priority": 1,
-     "description": "<generation>/<slot> the router sends traffic to (docs/rollouts.md)."},
-    {"name": "Rollout", "type": "string", "jsonPath": ".status.rollout.phase", "priority": 1,
-     "description": "Stable, Surging, Switching, Superseding or Recreating."},
-    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    column("Prefill", "string", ".status.prefillReady", "Ready/desired prefill endpoints."),
+    column("Decode", "string", ".status.decodeReady", "Ready/desired decode endpoints."),
+    column("GPUs", "integer", ".status.gpus", "GPUs requested by engine pods."),
+    column("Concurrency", "integer", ".spec.workload.concurrency", "Target concurrent requests."),
+    condition_column("Ready", READY),
+    condition_column("Reason", READY, "reason"),
+    column("Serving", "string", ".status.rollout.serving",
+           "<generation>/<slot> the router sends traffic to (docs/rollouts.md).", priority=1),
+    column("Rollout", "string", ".status.rollout.phase", "Stable, Surging, Switching, Superseding or Recreating.",
+           priority=1),
+    AGE_COLUMN,
 ]
 
 
 def crd() -> dict[str, Any]:
     """The CRD object for qwendisaggdeployments.qdd.dev (apiextensions.k8s.io/v1)."""
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{labels.PLURAL}.{labels.GROUP}", "labels": {labels.PART_OF: "qdd"}},
-        "spec": {
-            "group": labels.GROUP,
-            "names": {
-                "kind": labels.KIND,
-                "listKind": f"{labels.KIND}List",
-                "plural": labels.PLURAL,
-                "singular": labels.SINGULAR,
-                "shortNames": [labels.SHORT_NAME],
-                "categories": ["all", "llm"],
-            },
-            "scope": "Namespaced",
-            "versions": [
-                {
-                    "name": labels.VERSION,
-                    "served": True,
-                    "storage": True,
-                    "schema": {"openAPIV3Schema": openapi_schema()},
-                    "subresources": {
-                        "status": {},
-                        "scale": {
-                            "specReplicasPath": ".spec.prefill.endpoints",
-                            "statusReplicasPath": ".status.replicas",
-                            "labelSelectorPath": ".status.selector",
-                        },
-                    },
-                    "additionalPrinterColumns": PRINTER_COLUMNS,
-                }
-            ],
-        },
-    }
+    scale = {"specReplicasPath": ".spec.prefill.endpoints", "statusReplicasPath": ".status.replicas",
+             "labelSelectorPath": ".status.selector"}
+    return custom_resource_definition(labels.KIND, labels.PLURAL, labels.SINGULAR, labels.SHORT_NAME,
+                                      openapi_schema(), {"status": {}, "scale": scale}, PRINTER_COLUMNS)

@@ -8,7 +8,8 @@ temperature 0, seed 0, one choice, no streaming (qdd.canary.client.request_body)
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationError, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from .base import ApiModel, cel
 
@@ -21,7 +22,8 @@ DEFAULT_TIMEOUT_SECONDS, DEFAULT_PERIOD_SECONDS = 10, 300
 # an absent field reads as its default.
 _TIMEOUT_RULE = (f"(has(self.timeoutSeconds) ? self.timeoutSeconds : {DEFAULT_TIMEOUT_SECONDS}) < "
                  f"(has(self.periodSeconds) ? self.periodSeconds : {DEFAULT_PERIOD_SECONDS})", ".timeoutSeconds",
-                 "timeoutSeconds must be below periodSeconds (a check may not outlast its period); "
+                 "must be below periodSeconds (a check may not outlast its period): lower "
+                 "spec.validation.canary.timeoutSeconds or raise spec.validation.canary.periodSeconds; "
                  f"the defaults are {DEFAULT_TIMEOUT_SECONDS} and {DEFAULT_PERIOD_SECONDS}")
 
 
@@ -38,7 +40,13 @@ class CanarySpec(ApiModel):
     @model_validator(mode="after")
     def _timeout_below_period(self) -> "CanarySpec":
         if self.timeout_seconds >= self.period_seconds:
-            raise ValueError(_TIMEOUT_RULE[2])
+            # Reported at timeoutSeconds (the CEL rule's fieldPath), not at the canary mapping: an
+            # error raised as a ValidationError keeps its own loc under the model's. A model
+            # validator, not a field one, so a default timeout (unset) is compared too.
+            given = f" (given: timeoutSeconds {self.timeout_seconds}, periodSeconds {self.period_seconds})"
+            raise ValidationError.from_exception_data(type(self).__name__, [InitErrorDetails(
+                type=PydanticCustomError("timeout_not_below_period", _TIMEOUT_RULE[2] + given),
+                loc=("timeoutSeconds",), input=self.timeout_seconds)])
         return self
 
 

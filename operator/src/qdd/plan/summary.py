@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import labels
 from .flags import max_model_len
 from .memory import CAPACITY_TOLERANCE
 from .types import Plan, RolePlan
@@ -29,7 +30,7 @@ def summary(plan: Plan) -> dict[str, Any]:
     c, sp = plan.capacity, plan.spec.speculative
     lay, b = c.layout, c.budget
     return {
-        "name": plan.name, "namespace": plan.namespace, "model": plan.spec.model.name,
+        "name": plan.name, "namespace": plan.namespace, "generation": plan.generation, "model": plan.spec.model.name,
         "architecture": plan.checkpoint.architecture.name, "gpuType": plan.gpu.name, "vllmVersion": plan.profile.version,
         "gpus": plan.gpus, "minNodes": plan.min_nodes, "computeDomain": plan.compute_domain,
         "prefill": _role(plan.prefill), "decode": _role(plan.decode),
@@ -76,7 +77,9 @@ def table(plan: Plan) -> str:
                      r["maxNumBatchedTokens"], r["maxNumSeqs"], r["maxCudagraphCaptureSize"], r["asyncScheduling"],
                      r["kvRole"]])
     widths = [max(len(_fmt(row[i])) for row in rows) for i in range(len(cols))]
-    lines = [f"{plan.namespace}/{plan.name}: {s['model']} ({s['architecture']}) on {s['gpuType']}, vLLM {s['vllmVersion']}"]
+    lines = [f"{plan.namespace}/{plan.name}: {s['model']} ({s['architecture']}) on {s['gpuType']}, vLLM {s['vllmVersion']}",
+             f"Generation: {s['generation']} (label {labels.GENERATION} of every engine pod; a new value is rolled "
+             "as a new generation: docs/rollouts.md)"]
     lines += ["  ".join(_fmt(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in rows]
     lines.append(f"GPUs: {s['gpus']} ({plan.prefill.gpus} prefill + {plan.decode.gpus} decode) on at least "
                  f"{s['minNodes']} nodes of {plan.gpus_per_node}; ComputeDomain: {_fmt(plan.compute_domain)}")

@@ -1,0 +1,245 @@
+"""The users' reference of every condition type and reason qdd writes: what each means and what to
+do. docs/conditions.md is generated from it (:func:`markdown`); tests/unit/test_conditions_doc.py
+fails when the page is stale, and when the reasons here differ from those the code can write for
+each type (it reads them from the code that builds the conditions: qdd.controller.status,
+qdd.controller.bench_status, the canary's, the preflight's verdict and the placement's reasons).
+Pure data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import benchmark as B
+from . import conditions as C
+from .conditions import Reason as R
+
+
+@dataclass(frozen=True)
+class ReasonDoc:
+    reason: str
+    status: str
+    """The condition's status with this reason: True, False, Unknown, or "True or False"."""
+    means: str
+    action: str
+    """What to do; "-" when nothing is to be done."""
+
+
+@dataclass(frozen=True)
+class ConditionDoc:
+    type: str
+    kind: str
+    means: str
+    reasons: tuple[ReasonDoc, ...]
+
+
+_FIX_SPEC = ("fix the fields the message names (one `spec.FIELD: what to change` per problem); `qdd plan -f` lists "
+             "every error offline. Nothing is applied or changed until the spec plans")
+_INVALID = "the spec cannot be planned: unknown model, capacity, extra flags that contradict qdd, ..."
+_SEE_CANARY = "see `CanaryPassed` with this reason"
+
+
+def _canary_failed(status: str) -> ReasonDoc:
+    return ReasonDoc(R.CANARY_FAILED, status,
+                     "the canary got no answer: an HTTP error (status and body excerpt), no answer within "
+                     "spec.validation.canary.timeoutSeconds, the router unreachable, a body that is not a completion",
+                     "check the router and the engine pods' logs; a timeout on a loaded deployment: raise "
+                     "spec.validation.canary.timeoutSeconds (below periodSeconds). Retried after min(periodSeconds, 30) s")
+
+
+def _canary_mismatch(status: str) -> ReasonDoc:
+    return ReasonDoc(R.CANARY_MISMATCH, status,
+                     "HTTP 200 with an answer other than the baseline (the generation's first answer, or "
+                     "spec.validation.canary.expected); the message has both texts",
+                     "a wrong answer with HTTP 200 is what mismatched prefill and decode engines serve: check that "
+                     "both roles run one generation (docs/rollouts.md) and the KV-transfer preflight; an intended "
+                     "change of answer (new model): set or update spec.validation.canary.expected (docs/canary.md)")
+
+
+DEPLOYMENT = "QwenDisaggDeployment"
+BENCHMARK = B.KIND
+
+CONDITIONS: tuple[ConditionDoc, ...] = (
+    ConditionDoc(C.READY, DEPLOYMENT, "The summary to wait on (`kubectl wait --for=condition=Ready qdd/NAME`): the "
+                 "router serves the current generation, every endpoint of it is Ready, the ComputeDomain is Ready, the "
+                 "KV transfer is verified and the canary passed. When False, the reason is the first cause that holds "
+                 "it back, in this order.", (
+                     ReasonDoc(R.ALL_ENDPOINTS_READY, "True", "everything above holds", "-"),
+                     ReasonDoc(R.INVALID_SPEC, "False", _INVALID, _FIX_SPEC),
+                     ReasonDoc(R.RECREATING, "False", "spec.rollout.strategy Recreate: the old generation's pods are "
+                               "deleted before the new generation starts; nothing serves meanwhile",
+                               "wait; Surge (the default) keeps the old generation serving, with the GPUs of both"),
+                     ReasonDoc(R.GENERATION_ROLLING_OUT, "False", "Surge: the new generation comes up next to the one "
+                               "that serves, which keeps serving until the new one is Ready (the message names both "
+                               "and counts the new one's endpoints)",
+                               "wait; a Surge that does not finish needs free GPUs for a second generation "
+                               "(docs/rollouts.md, \"A stuck Surge\")"),
+                     ReasonDoc(R.INSUFFICIENT_NVLINK_DOMAIN_CAPACITY, "False", "see `Placed`", "see `Placed`"),
+                     ReasonDoc(R.READY_COMPUTE_DOMAIN_NOT_READY, "False", "see `ComputeDomainReady`",
+                               "see `ComputeDomainReady`"),
+                     ReasonDoc(R.KV_TRANSFER_NOT_READY, "False", "every endpoint is Ready but the KV-transfer preflight "
+                               "has not verified the transfer (the message has its verdict)", "see `KVTransferReady`"),
+                     ReasonDoc(R.CANARY_PENDING, "False", "everything else is ready; the canary has not answered yet",
+                               _SEE_CANARY),
+                     _canary_failed("False"),
+                     _canary_mismatch("False"),
+                     ReasonDoc(R.ENDPOINTS_NOT_READY, "False", "endpoints or the router are not Ready yet (the message "
+                               "counts them, and names engine pods the scheduler cannot place)",
+                               "wait for model load (spec.cluster.startupTimeoutSeconds bounds it); if it lasts, "
+                               "`kubectl describe` the pods the message names")),
+                 ),
+    ConditionDoc(C.PROGRESSING, DEPLOYMENT, "The operator is converging towards Ready (Argo CD reads it).", (
+        ReasonDoc(R.ROLLING_OUT, "True", "not Ready yet and the spec plans; the message counts the ready endpoints",
+                  "see `Ready` for what it waits on"),
+        ReasonDoc(R.RECONCILE_COMPLETE, "False", "Ready: nothing left to do", "-"),
+        ReasonDoc(R.INVALID_SPEC, "False", _INVALID + "; there is nothing to converge to", _FIX_SPEC),
+    )),
+    ConditionDoc(C.DEGRADED, DEPLOYMENT, "Something that served is broken or being repaired; the operator acts on it "
+                 "itself. A group restart or peer restart is reported before a canary failure.", (
+                     ReasonDoc(R.AS_EXPECTED, "False", "nothing broken", "-"),
+                     ReasonDoc(R.GROUP_RESTARTING, "True", "a pod of a multi-pod decode group is missing, failed or "
+                               "restarted: the whole group is recreated (its engines cannot rejoin one another)",
+                               "wait; if it repeats, read the failed pod's logs and events (OOM, node, image)"),
+                     ReasonDoc(R.PEER_RESTARTED, "True", "a prefill pod was replaced: the decode groups that may hold "
+                               "its stale NIXL agent are recreated (vLLM 0.33 keeps it, vllm#49238, #58063); a Warning "
+                               "event says which", "wait: it clears when decode is Ready again"),
+                     _canary_mismatch("True"),
+                     _canary_failed("True"),
+                 )),
+    ConditionDoc(C.RECONCILING, DEPLOYMENT, "kstatus's name for `Progressing` (Flux, `kubectl wait`, kstatus-based "
+                 "tools); always the same status and reason.", (
+                     ReasonDoc(R.ROLLING_OUT, "True", "as `Progressing`", "see `Ready`"),
+                     ReasonDoc(R.RECONCILE_COMPLETE, "False", "as `Progressing`", "-"),
+                     ReasonDoc(R.INVALID_SPEC, "False", "as `Progressing`", _FIX_SPEC),
+                 )),
+    ConditionDoc(C.STALLED, DEPLOYMENT, "kstatus's Stalled: the operator cannot make progress without a change of "
+                 "the spec.", (
+                     ReasonDoc(R.AS_EXPECTED, "False", "not stalled", "-"),
+                     ReasonDoc(R.INVALID_SPEC, "True", _INVALID, _FIX_SPEC),
+                 )),
+    ConditionDoc(C.PLAN_VALID, DEPLOYMENT, "The spec plans (sizing, capacity, flags); status.plan holds the result.", (
+        ReasonDoc(R.PLANNED, "True", "planned; the message has the GPUs and the topology", "-"),
+        ReasonDoc(R.INVALID_SPEC, "False", _INVALID + "; a Warning event says the same", _FIX_SPEC),
+    )),
+    ConditionDoc(C.COMPUTE_DOMAIN_READY, DEPLOYMENT, "The deployment's ComputeDomain (GB200: the IMEX channel every "
+                 "engine pod claims) is Ready.", (
+                     ReasonDoc(R.NOT_REQUIRED, "True", "no ComputeDomain: spec.cluster.computeDomain is false, or the "
+                               "GPU kind has no multi-node NVLink", "-"),
+                     ReasonDoc(R.COMPUTE_DOMAIN_READY, "True", "the ComputeDomain is Ready", "-"),
+                     ReasonDoc(R.COMPUTE_DOMAIN_NOT_READY, "False", "the ComputeDomain is not Ready yet: the NVIDIA DRA "
+                               "driver has not set it up", "check the NVIDIA DRA driver for GPUs (its compute-domain "
+                               "daemon pods on the nodes) and `kubectl describe computedomain`"),
+                 )),
+    ConditionDoc(C.KV_TRANSFER_READY, DEPLOYMENT, "The KV-transfer preflight (spec.kvTransfer.preflight; a serve/fetch "
+                 "Job pair per decode endpoint) moved cache-shaped bytes through NIXL, verified them and measured the "
+                 "path; status.kvTransfer has the numbers. Set for a valid plan only; with several decode endpoints "
+                 "the worst pair decides and the message names it.", (
+                     ReasonDoc(R.PREFLIGHT_DISABLED, "True", "spec.kvTransfer.preflight.enabled is false: not checked",
+                               "-"),
+                     ReasonDoc("PreflightPending", "Unknown", "the preflight Jobs have not been created or have not "
+                               "reported yet", "wait; they run once the engines are placed (their GPUs must be free in "
+                               "the same NVLink domain)"),
+                     ReasonDoc("PreflightFailed", "False", "the preflight program reported an error (no connection, "
+                               "NIXL/UCX failure, timeout), or its Job failed without a result",
+                               "read the message and the fetch pod's log (`kubectl logs job/NAME-preflight-fetch-0`)"),
+                     ReasonDoc("DataMismatch", "False", "bytes read from prefill differ from what it wrote: a wrong "
+                               "KV layout or a broken path; never served", "report it with the message: it is a qdd "
+                               "or driver bug; do not serve from this deployment"),
+                     ReasonDoc("TCPFallback", "False", "UCX moved the bytes over TCP and no GPU path (cuda_ipc/NVLink, "
+                               "RDMA): the silent fallback that serves at a fraction of the speed",
+                               "check spec.kvTransfer.ucx (UCX_TLS), the ComputeDomain's IMEX channel and "
+                               "UCX_CUDA_IPC_ENABLE_MNNVL; the message has a hint"),
+                     ReasonDoc("TransferSlow", "False", "bulk bandwidth below spec.kvTransfer.preflight.minBulkGbps, or "
+                               "one request above maxRequestMs", "check the path as for TCPFallback; on a slower "
+                               "fabric by design, lower the thresholds"),
+                     ReasonDoc("KVTransferVerified", "True", "verified; the message has the transports, GB/s and ms per "
+                               "request", "-"),
+                 )),
+    ConditionDoc(C.PLACED, DEPLOYMENT, "The scheduler placed every gang (PodGroup) in one NVLink domain "
+                 "(docs/placement.md). Set once there is a plan.", (
+                     ReasonDoc("GangScheduled", "True", "every PodGroup is placed, each all-or-nothing in one NVLink "
+                               "domain", "-"),
+                     ReasonDoc(R.NOT_REQUIRED, "True", "no multi-pod group: every endpoint is one pod", "-"),
+                     ReasonDoc("Scheduling", "Unknown", "the scheduler has not placed every PodGroup yet", "wait"),
+                     ReasonDoc(R.INSUFFICIENT_NVLINK_DOMAIN_CAPACITY, "False", "no NVLink domain can hold a gang: the "
+                               "message has the GPUs and pods asked and the free GPUs per domain; `Ready` says the "
+                               "same and a Warning event is posted", "free GPUs in one domain, use fewer or smaller "
+                               "endpoints, or set spec.cluster.sameNVLinkDomain: false (one domain per group); the "
+                               "scheduler retries when capacity frees"),
+                     ReasonDoc("NoGangScheduling", "True or False", "the cluster does not serve the Workload API "
+                               "(scheduling.k8s.io/v1alpha2): pods are kept in one NVLink domain by pod affinity, one "
+                               "at a time, and a partial placement is possible; False while an engine pod is "
+                               "Unschedulable", "enable the Workload API and gang scheduling on the cluster for "
+                               "all-or-nothing placement (docs/placement.md)"),
+                 )),
+    ConditionDoc(C.CANARY_PASSED, DEPLOYMENT, "The canary (spec.validation.canary; docs/canary.md): one deterministic "
+                 "completion through the router before Ready and every periodSeconds, answered as the generation's "
+                 "baseline says; status.canary has the baseline, the last check and its latency. Set for a valid plan "
+                 "only.", (
+                     ReasonDoc(R.CANARY_PASSED, "True", "the answer equals the baseline", "-"),
+                     ReasonDoc(R.CANARY_PENDING, "Unknown", "waiting for every endpoint, the router and the preflight, "
+                               "or for the answer of a check just sent", "wait; see `Ready` for what is not ready"),
+                     _canary_mismatch("False"),
+                     _canary_failed("False"),
+                     ReasonDoc(R.CANARY_DISABLED, "True", "spec.validation.canary.enabled is false: Ready does not wait "
+                               "for it", "-"),
+                     ReasonDoc(R.CANARY_NO_ROUTER, "True", "spec.router.replicas is 0: no router to send it through",
+                               "-"),
+                 )),
+    ConditionDoc(C.DISRUPTION_PROTECTED, DEPLOYMENT, "Every role has a PodDisruptionBudget, so a node drain evicts at "
+                 "most one endpoint of each at a time. Set once there is a plan.", (
+                     ReasonDoc(R.DISRUPTION_BUDGETS, "True", "both roles have two or more endpoints and a budget", "-"),
+                     ReasonDoc(R.SINGLE_ENDPOINT_ROLE, "False", "a role has one endpoint: no budget protects it (one "
+                               "would block every drain of its nodes), so a drain stops that role until the endpoint "
+                               "is recreated elsewhere", "run two or more endpoints of the role to serve through "
+                               "drains"),
+                 )),
+    ConditionDoc(B.COMPLETE, BENCHMARK, "Every run of the benchmark (sweep points, accuracy repeats) finished and its "
+                 "result is recorded (status, ConfigMap `NAME-results`).", (
+                     ReasonDoc("Completed", "True", "done; the message counts the sweep points and the GSM8K mean", "-"),
+                     ReasonDoc("Running", "False", "a Job is running (the message names the step)", "wait"),
+                     ReasonDoc("WaitingForDeployment", "False", "the deployment is missing or not Ready",
+                               "see the deployment's `Ready`"),
+                     ReasonDoc("JobFailed", "False", "see `Failed`", "see `Failed`"),
+                     ReasonDoc(R.INVALID_SPEC, "False", "see `Failed`", "see `Failed`"),
+                 )),
+    ConditionDoc(B.FAILED, BENCHMARK, "A run failed; the benchmark stops.", (
+        ReasonDoc("JobFailed", "True", "a benchmark Job failed or its result could not be read",
+                  "`kubectl logs` the Job the message names; fix the cause, then delete and re-create the benchmark "
+                  "(an edit that changes a step's Job re-runs that step and the ones after it)"),
+        ReasonDoc(R.INVALID_SPEC, "True", "the benchmark's spec, or its deployment's, is invalid",
+                  "fix the fields the message names"),
+        ReasonDoc("Completed", "False", "finished without failure", "-"),
+        ReasonDoc("Running", "False", "as `Complete`", "-"),
+        ReasonDoc("WaitingForDeployment", "False", "as `Complete`", "-"),
+    )),
+    ConditionDoc(B.ACCURACY_PASSED, BENCHMARK, "The mean GSM8K accuracy reached spec.accuracy.passThreshold.", (
+        ReasonDoc("AboveThreshold", "True", "at or above the threshold; the message has the mean and the threshold",
+                  "-"),
+        ReasonDoc("BelowThreshold", "False", "below the threshold: the deployment answers worse than its gate",
+                  "compare with the seed's (docs/benchmark.md): check the model, its revision and the engine flags "
+                  "(`qdd plan`)"),
+        ReasonDoc("RequestsFailed", "False", "some GSM8K requests got no answer (counted as wrong)",
+                  "check the router and the engines under load; the message counts the failures"),
+        ReasonDoc("NotMeasured", "Unknown", "the GSM8K run has not reported yet", "wait"),
+        ReasonDoc("NotRequested", "Unknown", "spec.accuracy is not set", "-"),
+    )),
+)
+"""Per resource kind, in the order of qdd.api.conditions.TYPES and qdd.api.benchmark.CONDITION_TYPES."""
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def markdown() -> str:
+    """docs/conditions.md below its header: one section per kind, one table per condition type."""
+    out: list[str] = []
+    for kind in (DEPLOYMENT, BENCHMARK):
+        docs = [c for c in CONDITIONS if c.kind == kind]
+        out += [f"## {kind}", "", "Types: " + ", ".join(f"[`{c.type}`](#{c.type.lower()})" for c in docs) + ".", ""]
+        for c in docs:
+            out += [f"### {c.type}", "", c.means, "", "| reason | status | what it means | what to do |",
+                    "|---|---|---|---|"]
+            out += [f"| `{r.reason}` | {r.status} | {_cell(r.means)} | {_cell(r.action)} |" for r in c.reasons]
+            out.append("")
+    return "\n".join(out)

@@ -264,3 +264,57 @@ def test_a_childs_event_queues_its_deployment_only_on_the_replica_that_acts():
     for i in range(50):
         on2("MODIFIED", obj("Pod", f"p{i}", i))
     assert q2.keys == [] and len(asked) == 1  # a standby replica; the peering object read once per 2 s
+
+
+# --- found by review: a stale cache after the operator's own writes ------------------------------
+
+
+def test_a_lagging_watch_event_does_not_undo_our_deletion():
+    """The pass that deletes a broken group was queued by the first of several status events of one
+    pod (a container restart: terminated, restarted, not Ready). The later ones, older than the
+    delete, arrive after it: the pod must still read as terminating, or the next pass deletes the
+    group again (a second GroupRestart event and restart count for one restart)."""
+    c, _, _ = cache_with()
+    c.apply_event("ADDED", obj("Pod", "leader", 10, uid="u1"))
+    c.deleting("Pod", "team", "leader")
+    c.apply_event("MODIFIED", obj("Pod", "leader", 11, uid="u1"))  # sent before our delete reached the API server
+    [p] = c.children("team", "seed")
+    assert p["metadata"]["resourceVersion"] == "11" and p["metadata"].get("deletionTimestamp")
+    c.apply_event("MODIFIED", obj("Pod", "leader", 12, uid="u1", deletionTimestamp="2030-01-01T00:00:00Z"))
+    assert c.children("team", "seed")[0]["metadata"]["deletionTimestamp"] == "2030-01-01T00:00:00Z"
+    c.apply_event("DELETED", obj("Pod", "leader", 13, uid="u1"))
+    c.observe(obj("Pod", "leader", 20, uid="u2"))  # the group created again: a new pod of the same name
+    assert not c.children("team", "seed")[0]["metadata"].get("deletionTimestamp")
+
+
+def test_a_relist_that_misses_a_deleted_object_refuses_a_late_answer_for_it():
+    """Deleted while the watch was down: the relist drops it. An answer to an apply sent before the
+    deletion, arriving after the relist, must not bring back a ghost the next 10 minutes would keep
+    (no watch event ever comes for it; a pass would wait on a pod that does not exist)."""
+    c, _, infs = cache_with("Pod")
+    c.replace("Pod", None, [obj("Pod", "a", 5)], rv="5")
+    infs["Pod"].synced.set()
+    c.replace("Pod", None, [], rv="30")  # a was deleted at some revision <= 30
+    c.observe(obj("Pod", "a", 6))  # our apply's answer, from before the deletion
+    assert c.children("team", "seed") == []
+    c.observe(obj("Pod", "a", 31))  # created again after the list: seen
+    assert [o["metadata"]["resourceVersion"] for o in c.children("team", "seed")] == ["31"]
+
+
+def test_a_kind_no_longer_served_is_emptied_at_once_not_at_the_next_relist():
+    """The Workload API turned off (or the ComputeDomain CRD removed): the watch answers 404. The
+    kind must be listed again now (an empty store), not kept for RELIST_S: the passes would go on
+    pruning the cached Workloads through a kind the cluster no longer serves, and fail each time."""
+    wl = obj("Workload", "seed-decode-0", 5)
+    listed = {"metadata": {"resourceVersion": "5"}, "items": [{k: v for k, v in wl.items() if k not in ("kind", "apiVersion")}]}
+    api = FakeApi([FakeResponse(200, json.dumps(listed).encode()), FakeResponse(404), FakeResponse(404)])
+    c = ChildCache()
+    inf = Informer(api, "scheduling.k8s.io/v1alpha2", "Workload", "team", c, WatchTimeouts())  # type: ignore[arg-type]
+    c.informers = [inf]
+    inf.start()
+    deadline = time.monotonic() + 3
+    while c.children("team", "seed") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    inf.stop.set()
+    assert c.children("team", "seed") == []
+    assert "watch" not in api.queries[2][1]

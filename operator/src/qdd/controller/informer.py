@@ -118,9 +118,10 @@ class Informer:
         items = body.get("items") or []
         for item in items:
             item["apiVersion"], item["kind"] = self.api_version, self.kind
-        self.store.replace(self.kind, self.namespace, items)
+        rv = str(body["metadata"].get("resourceVersion") or "")
+        self.store.replace(self.kind, self.namespace, items, rv)
         self.synced.set()
-        return str(body["metadata"].get("resourceVersion") or "")
+        return rv
 
     def _watch(self, rv: str) -> str:
         """Watch from ``rv`` until the stream ends; the last resourceVersion seen. Raises Gone."""
@@ -171,8 +172,8 @@ class Informer:
                 log.info("%s: resourceVersion %s too old: listing again", self.kind, rv)
                 rv = ""
             except Exception as e:  # noqa: BLE001 — API server down, connection reset, read timeout
-                if isinstance(e, ApiException) and e.status == 410:
-                    rv = ""
+                if isinstance(e, ApiException) and e.status in (404, 410):
+                    rv = ""  # 404: no longer served (CRD removed, API turned off): the list empties it
                 log.debug("%s: watch ended (%s): again in %.1f s", self.kind, e, backoff)
                 self.stop.wait(backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX_S)
@@ -190,6 +191,9 @@ class ChildCache:
         self._objs: dict[Ref, dict[str, Any]] = {}
         self._by_owner: dict[tuple[str, str], set[Ref]] = {}
         self._tombstones: dict[Ref, tuple[int, float]] = {}
+        self._deleted: dict[Ref, tuple[str | None, str]] = {}
+        """What :meth:`deleting` marked: (uid, deletionTimestamp). A deletion cannot be undone, so a
+        later version of the same object (a watch event sent before our delete arrived) keeps the mark."""
         self.informers: list[Informer] = []
         self._order = {kind: i for i, kind in enumerate(kinds or [k for _, k in MANAGED_KINDS])}
 
@@ -219,7 +223,14 @@ class ChildCache:
         old = self._objs.get(ref)
         if old is not None:
             self._unindex(ref, old)
-        obj["metadata"].pop("managedFields", None)  # a third of a pod's bytes; no pass reads it
+        meta = obj["metadata"]
+        meta.pop("managedFields", None)  # a third of a pod's bytes; no pass reads it
+        mark = self._deleted.get(ref)
+        if mark is not None:
+            if mark[0] != meta.get("uid"):
+                del self._deleted[ref]  # another object of the same name: created again
+            elif not meta.get("deletionTimestamp"):
+                obj["metadata"] = meta = {**meta, "deletionTimestamp": mark[1]}
         self._objs[ref] = obj
         dep = (obj["metadata"].get("labels") or {}).get(labels.DEPLOYMENT)
         if dep:
@@ -236,6 +247,7 @@ class ChildCache:
                 del self._by_owner[(ref[1], dep)]
 
     def _drop(self, ref: Ref, rv: int | None) -> None:
+        self._deleted.pop(ref, None)
         old = self._objs.pop(ref, None)
         if old is not None:
             self._unindex(ref, old)
@@ -245,9 +257,14 @@ class ChildCache:
             if len(self._tombstones) > 1000:
                 self._tombstones = {k: v for k, v in self._tombstones.items() if now - v[1] < TOMBSTONE_S}
 
-    def replace(self, kind: str, namespace: str | None, items: list[dict[str, Any]]) -> None:
-        """A fresh list of ``kind``: what it lacks was deleted, what differs changed (each reported
-        to ``on_event`` — unless this is the kind's first list)."""
+    def replace(self, kind: str, namespace: str | None, items: list[dict[str, Any]], rv: str = "") -> None:
+        """A fresh list of ``kind`` at resourceVersion ``rv``: what it lacks was deleted (at ``rv``
+        or before: an answer to our write at or before ``rv`` is refused), what differs changed (each
+        reported to ``on_event`` — unless this is the kind's first list)."""
+        try:
+            list_rv: int | None = int(rv)
+        except ValueError:
+            list_rv = None
         events: list[tuple[str, dict[str, Any]]] = []
         with self._lock:
             first = not any(inf.kind == kind and inf.namespace == namespace and inf.synced.is_set()
@@ -256,7 +273,7 @@ class ChildCache:
             for ref in [r for r in self._objs if r[0] == kind and (namespace is None or r[1] == namespace)]:
                 if ref not in fresh:
                     events.append(("DELETED", self._objs[ref]))
-                    self._drop(ref, None)
+                    self._drop(ref, list_rv)
             for ref, obj in fresh.items():
                 old = self._objs.get(ref)
                 if old is not None and (_rv(old) or 0) >= (_rv(obj) or 0):
@@ -313,10 +330,8 @@ class ChildCache:
             old = self._objs.get(ref)
             if old is None or old["metadata"].get("deletionTimestamp"):
                 return
-            marked = dict(old)
-            marked["metadata"] = {**old["metadata"], "deletionTimestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ",
-                                                                                           time.gmtime())}
-            self._put(ref, marked)
+            self._deleted[ref] = (old["metadata"].get("uid"), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+            self._put(ref, dict(old))
 
     def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         """A copy of one object, or None when the cache does not hold it."""

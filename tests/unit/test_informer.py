@@ -318,3 +318,28 @@ def test_a_kind_no_longer_served_is_emptied_at_once_not_at_the_next_relist():
     inf.stop.set()
     assert c.children("team", "seed") == []
     assert "watch" not in api.queries[2][1]
+
+
+def test_tombstones_expire_oldest_first_and_a_mass_deletion_stays_linear(monkeypatch):
+    """30 deployments of 240 engine pods deleted at once: 7200 DELETED events. Pruning rebuilt the
+    tombstones on every deletion past 1000 (8.1 s under the cache's lock); expired ones are now
+    dropped from the front."""
+    import qdd.controller.informer as informer
+
+    clock = [1000.0]
+    monkeypatch.setattr(informer.time, "monotonic", lambda: clock[0])
+    c = ChildCache()
+    for i in range(7200):
+        c.apply_event("ADDED", obj("Pod", f"p{i}", i + 1), notify=False)
+    start = time.perf_counter()
+    for i in range(7200):
+        c.apply_event("DELETED", obj("Pod", f"p{i}", 7200 + i + 1), notify=False)
+    assert time.perf_counter() - start < 1.0
+    assert len(c._tombstones) == 7200  # all within TOMBSTONE_S: all kept
+    clock[0] += informer.TOMBSTONE_S + 1
+    c.apply_event("ADDED", obj("Pod", "q", 20000), notify=False)
+    for _ in range(200):  # each deletion drops up to 64 expired ones
+        c.apply_event("DELETED", obj("Pod", "q", 20001), notify=False)
+    assert list(c._tombstones) == [("Pod", "team", "q")]
+    c.observe(obj("Pod", "q", 20001))
+    assert c.children("team", "seed") == []

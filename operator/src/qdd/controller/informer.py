@@ -28,6 +28,7 @@ empty, synced store, listed again every ``UNSERVED_RETRY_S`` seconds.
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import logging
 import threading
@@ -253,9 +254,15 @@ class ChildCache:
             self._unindex(ref, old)
         if rv is not None:
             now = time.monotonic()
+            # Oldest first (a dict keeps insertion order): expired ones are dropped from the front, each
+            # once. Rebuilding the dict on every deletion past a size made a mass deletion quadratic
+            # under the lock (7200 pods' DELETED events: 8.1 s).
+            self._tombstones.pop(ref, None)
             self._tombstones[ref] = (rv, now)
-            if len(self._tombstones) > 1000:
-                self._tombstones = {k: v for k, v in self._tombstones.items() if now - v[1] < TOMBSTONE_S}
+            for k, (_, t) in list(itertools.islice(self._tombstones.items(), 64)):
+                if now - t < TOMBSTONE_S:
+                    break
+                del self._tombstones[k]
 
     def replace(self, kind: str, namespace: str | None, items: list[dict[str, Any]], rv: str = "") -> None:
         """A fresh list of ``kind`` at resourceVersion ``rv``: what it lacks was deleted (at ``rv``

@@ -135,6 +135,28 @@ class Kube:
             self.crs.observe(copy.deepcopy(cr))
         return cr
 
+    def confirm_cr(self, cr: dict[str, Any]) -> bool:
+        """Whether ``cr`` (as :meth:`get_cr` returned it) still exists, not being deleted: one GET when
+        it came from :attr:`crs`. kopf's watch, when it lists again (after 410 Gone, or when peering
+        resumes a paused replica), reports what exists but never what was deleted meanwhile; a cached
+        resource deleted then would otherwise have its children created again, and again after the
+        garbage collector removes them, until the resync's list. A gone or replaced one is updated in
+        :attr:`crs`."""
+        if self.crs is None:
+            return True  # read fresh by this pass already
+        meta = cr["metadata"]
+        res = self._required(f"{labels.GROUP}/{labels.VERSION}", labels.KIND)
+        try:
+            fresh = _json(res.get(name=meta["name"], namespace=meta["namespace"], serialize=False,
+                                  _request_timeout=TIMEOUT))
+        except NotFoundError:
+            self.crs.apply_event("DELETED", {"kind": labels.KIND, "metadata": {
+                "name": meta["name"], "namespace": meta["namespace"]}}, notify=False)
+            return False
+        self.crs.observe(copy.deepcopy(fresh))
+        fm = fresh["metadata"]
+        return fm.get("uid") == meta.get("uid") and not fm.get("deletionTimestamp")
+
     def list_crs(self, namespaces: list[str]) -> list[tuple[str, str]]:
         """(namespace, name) of every QwenDisaggDeployment in ``namespaces`` (all when empty)."""
         res = self._required(f"{labels.GROUP}/{labels.VERSION}", labels.KIND)

@@ -606,6 +606,9 @@ class FakeKube:
     def get_cr(self, namespace: str, name: str) -> dict | None:
         return stored(self.cr)
 
+    def confirm_cr(self, cr: dict) -> bool:
+        return cr["metadata"]["uid"] == self.cr["metadata"]["uid"]
+
     def list_children(self, namespace: str, cr: str) -> list[dict]:
         kinds = {k for _, k in MANAGED_KINDS}
         return [stored(o) for o in self.objs.values()

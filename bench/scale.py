@@ -271,7 +271,8 @@ def main() -> int:
         print("  reconcile steps p50 / p99 (qdd_reconcile_step_seconds): " + ", ".join(
             f"{step} {quantile(m1, 'qdd_reconcile_step_seconds', 0.5, step) * 1000:.0f} / "
             f"{quantile(m1, 'qdd_reconcile_step_seconds', 0.99, step) * 1000:.0f} ms"
-            for step in ("read", "plan", "write", "status")), flush=True)
+            for step in ("read", "plan", "write", "status", "capacity")) + " (capacity: within status, when a gang "
+            "waits: the cluster's free GPUs)", flush=True)
         cpu0, _ = proc(op.pid)
         i0 = metrics(a.metrics_port)
         time.sleep(a.idle_seconds)

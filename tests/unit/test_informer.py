@@ -227,6 +227,8 @@ def test_a_watch_error_other_than_410_is_raised():
     inf = Informer(FakeApi([]), "v1", "Pod", None, ChildCache(), WatchTimeouts())  # type: ignore[arg-type]
     with pytest.raises(Gone):
         inf._event({"type": "ERROR", "object": {"code": 410, "message": "too old"}}, "1")
+    with pytest.raises(Gone):  # etcd restored from a backup: the server is behind our version
+        inf._event({"type": "ERROR", "object": {"code": 504, "message": "Too large resource version"}}, "9")
     with pytest.raises(RuntimeError, match="forbidden"):
         inf._event({"type": "ERROR", "object": {"code": 403, "message": "forbidden"}}, "1")
 

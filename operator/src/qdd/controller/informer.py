@@ -147,7 +147,9 @@ class Informer:
     def _event(self, ev: dict[str, Any], rv: str) -> str:
         kind, obj = ev.get("type"), ev.get("object") or {}
         if kind == "ERROR":
-            if obj.get("code") == 410:
+            # 410: compacted away. 504 "Too large resource version": the API server is behind the
+            # version we hold (etcd restored from a backup); client-go lists again for both.
+            if obj.get("code") in (410, 504):
                 raise Gone(obj.get("message", ""))
             raise RuntimeError(f"watch error: {obj.get('message', obj)}")
         new_rv = str(obj.get("metadata", {}).get("resourceVersion") or rv)

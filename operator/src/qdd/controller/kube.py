@@ -20,7 +20,7 @@ from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 from .. import labels
 from .children import MANAGED_KINDS
 from .informer import ChildCache
-from .metrics import API_WRITES
+from .metrics import API_WRITES, RECONCILE_STEP_SECONDS
 
 log = logging.getLogger("qdd.kube")
 TIMEOUT = (5, 30)
@@ -280,13 +280,17 @@ class Kube:
         serves every pass of the next ``CAPACITY_TTL_S`` seconds: while 30 deployments converge
         many of them ask at once (a gang waits a scheduling cycle), and each list of 182 nodes and
         their pods cost ~10 % of the operator's CPU (py-spy, make bench-scale, bench/README.md)."""
-        with self._capacity_lock:  # one list at a time; the passes waiting for it take its answer
-            at, value = self._capacity
-            if value is not None and time.monotonic() - at < CAPACITY_TTL_S:
+        start = time.perf_counter()
+        try:
+            with self._capacity_lock:  # one list at a time; the passes waiting for it take its answer
+                at, value = self._capacity
+                if value is not None and time.monotonic() - at < CAPACITY_TTL_S:
+                    return value
+                value = self._gpu_nodes_and_pods()
+                self._capacity = (time.monotonic(), value)
                 return value
-            value = self._gpu_nodes_and_pods()
-            self._capacity = (time.monotonic(), value)
-            return value
+        finally:  # part of the pass's status step, shown on its own
+            RECONCILE_STEP_SECONDS.labels("capacity").observe(time.perf_counter() - start)
 
     def _gpu_nodes_and_pods(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
         # Raw JSON, not the client's typed models: converting 180 nodes and their pods to models and

@@ -11,7 +11,8 @@ RECONCILE_SECONDS = Histogram("qdd_reconcile_duration_seconds", "Wall time of on
 RECONCILE_STEP_SECONDS = Histogram(
     "qdd_reconcile_step_seconds", "Wall time of one step of a reconcile: read (the custom resource and its "
     "children), plan (plan and render, cached for an unchanged spec), write (apply, prune, recreate, retire), "
-    "status (compute, patch, events; the cluster's free GPUs when a gang cannot be placed).", ["step"],
+    "status (compute, patch, events), capacity (within status: the cluster's free GPUs when a gang cannot be "
+    "placed).", ["step"],
     buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
 API_WRITES = Counter("qdd_api_writes_total", "Writes the operator sent to the API server.", ["verb", "kind"])
 MANAGED = Gauge("qdd_managed_deployments", "QwenDisaggDeployments the operator manages.")

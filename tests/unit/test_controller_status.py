@@ -650,6 +650,10 @@ class FakeKube:
             o["metadata"]["labels"].update(pod_labels)
             self.writes.append(("label", "Pod", name))
 
+    def label_pods(self, namespace: str, pods: list) -> None:
+        for name, pod_labels in pods:
+            self.label_pod(namespace, name, pod_labels)
+
     def patch_status(self, namespace: str, name: str, status: dict) -> None:
         merged = _merge(self.cr.get("status") or {}, stored(status))
         self.cr["status"] = _default(_prune(merged, STATUS_SCHEMA), STATUS_SCHEMA)

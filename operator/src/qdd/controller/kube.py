@@ -259,6 +259,12 @@ class Kube:
             pod.setdefault("kind", "Pod")
             self.cache.observe(pod)
 
+    def label_pods(self, namespace: str, pods: list[tuple[str, dict[str, str]]]) -> None:
+        """:meth:`label_pod` of each (name, labels), side by side: a new deployment's StatefulSet
+        pods are labelled in one pass (180 patches for make bench-scale's 30 deployments)."""
+        for f in [self._lists.submit(self.label_pod, namespace, name, lab) for name, lab in pods]:
+            f.result()
+
     def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         """Merge-patch the status. A resource deleted since it was read is not an error: its
         status is gone with it (a status write racing a deletion)."""

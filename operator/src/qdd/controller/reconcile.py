@@ -260,10 +260,10 @@ class Reconciler:
             for o in mine:
                 self.kube.delete(o["apiVersion"], o["kind"], namespace, o["metadata"]["name"])
                 wrote = True
-        for pod, gen in pods_to_label(observed, {"a": legacy}):
-            self.kube.label_pod(namespace, pod, {labels.GENERATION: gen})
-            wrote = True
-        return wrote
+        todo = [(pod, {labels.GENERATION: gen}) for pod, gen in pods_to_label(observed, {"a": legacy})]
+        if todo:
+            self.kube.label_pods(namespace, todo)
+        return wrote or bool(todo)
 
     def _recycle_peers_of_replaced_prefill(self, cr: dict[str, Any], plan: Plan, observed: list[dict[str, Any]],
                                            states: list[Any]) -> str | None:

@@ -42,6 +42,9 @@ class Reason:
     COMPUTE_DOMAIN_READY = "Ready"
     COMPUTE_DOMAIN_NOT_READY = "NotReady"
     GROUP_RESTARTING = "GroupRestarting"
+    NODE_NOT_READY = "NodeNotReady"
+    """Degraded: an engine pod is on a NotReady or unreachable node, or stuck Terminating there
+    (qdd.controller.nodeloss); the message says what frees it."""
     PEER_RESTARTED = "PeerRestarted"
     AS_EXPECTED = "AsExpected"
     PREFLIGHT_DISABLED = "PreflightDisabled"

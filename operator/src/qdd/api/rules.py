@@ -19,6 +19,10 @@ LOOPBACK_HOSTS = ("0.0.0.0", "localhost", "localhost.", "127.0.0.1", "::", "::1"
 """Compared lowercased (host names are case-insensitive), with anything in 127.0.0.0/8."""
 ROUTER_METRICS_PORT = 29000
 """vllm-router's --prometheus-port in every router pod (qdd.plan.router); the router's HTTP port must differ."""
+NODE_LOSS_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+"""The NoExecute taints the node lifecycle controller puts on a node whose kubelet reports NotReady or
+stops reporting (k8s.io/api core/v1 well_known_taints.go): spec.cluster.nodeLossTolerationSeconds
+renders the engine pods' tolerations of both."""
 UNSAFE_ASYNC_VERSIONS = tuple(sorted(v for v, p in ENGINE_PROFILES.items() if not p.async_scheduling_race_fixes))
 UNSAFE_ASYNC_SPELLINGS = UNSAFE_ASYNC_VERSIONS + tuple(f"v{v}" for v in UNSAFE_ASYNC_VERSIONS)
 """vllmVersion accepts an optional leading ``v`` (catalog.engine_profile); CEL and Python compare the same list."""

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from .base import ApiModel, cel
-from .rules import SPEC_RULES, cel_rules
+from .rules import NODE_LOSS_TAINTS, SPEC_RULES, cel_rules
 from .types import (ALL2ALL, ARCH_NAME, ENV_NAME, FIELD_PATH, HOST, IDENTIFIER, MAX_CONCURRENCY, MAX_TOKENS,
                     MODEL_PATH, REVISION, SECRET_KEY, SERVED_NAME, SUB_PATH, UCX_TLS, VERSION, EnvValue, ExtraArg, Image,
                     LabelKey, LabelValue, ObjectName, Quantity)
@@ -258,7 +258,18 @@ class Toleration(ApiModel):
         return self.model_dump(by_alias=True, exclude_none=True)
 
 
+_CLUSTER_RULES = (
+    ("!has(self.nodeLossTolerationSeconds) || !has(self.tolerations) || "
+     f"!self.tolerations.exists(t, has(t.key) && t.key in [{', '.join(repr(k) for k in NODE_LOSS_TAINTS)}])",
+     ".nodeLossTolerationSeconds",
+     "nodeLossTolerationSeconds sets the tolerations of node.kubernetes.io/not-ready and unreachable, which "
+     "tolerations also names: keep one (of two tolerations of one taint, Kubernetes takes the shorter)"),
+)
+
+
 class ClusterSpec(ApiModel):
+    model_config = ApiModel.model_config | {"json_schema_extra": cel(*_CLUSTER_RULES)}
+
     gpu_type: Literal["GB200", "B200", "H200", "H100"] = Field("GB200", description="GPU kind (the catalog's): GB200, B200, H200 or H100.")
     gpus_per_node: int | None = Field(None, ge=1, le=8, description="GPUs per node. Default: the GPU kind's (GB200: 4).")
     same_nvlink_domain: bool = Field(True, alias="sameNVLinkDomain", description="true: the whole deployment (every prefill endpoint and decode group) all-or-nothing in one NVLink domain (nvidia.com/gpu.clique); false: each multi-pod group all-or-nothing in its own domain. Placed by the scheduler's gang and topology-aware scheduling (Workload API) where the cluster serves it, else by pod affinity on the clique.")
@@ -266,8 +277,15 @@ class ClusterSpec(ApiModel):
     node_selector: dict[LabelKey, LabelValue] = Field(default_factory=dict, max_length=32, description="Extra node labels every P/D pod requires.")
     node_affinity: list[NodeSelectorRequirement] = Field(default_factory=list, max_length=16, description="Node label conditions every GPU pod (engines and preflight) requires, ANDed with qdd's own (the NVLink clique) in one nodeSelectorTerm: never a separate, OR-ed term.")
     tolerations: list[Toleration] = Field(default_factory=list, max_length=16, description="Tolerations of every P/D pod.")
+    node_loss_toleration_seconds: int | None = Field(None, ge=0, le=86400, description="Seconds an engine pod stays bound to a node that is NotReady or unreachable (the tolerationSeconds of its node.kubernetes.io/not-ready and unreachable NoExecute tolerations) before Kubernetes evicts it; qdd recreates its endpoint (the whole DP/EP group) once the evicted pod is gone. Unset: the cluster's default (kube-apiserver --default-not-ready-toleration-seconds and --default-unreachable-toleration-seconds, 300 unless changed) and no pod spec change. Not with a toleration of those keys in tolerations. docs/reliability.md#node-loss")
     shm_size: Quantity = Field("32Gi", description="Size of the /dev/shm emptyDir of engine pods.")
     startup_timeout_seconds: int = Field(3600, ge=60, le=86400, description="Startup probe budget (model load, compile, CUDA-graph capture).")
+
+    @model_validator(mode="after")
+    def _rules(self) -> "ClusterSpec":
+        if self.node_loss_toleration_seconds is not None and any(t.key in NODE_LOSS_TAINTS for t in self.tolerations):
+            raise ValueError(_CLUSTER_RULES[0][2])
+        return self
 
 
 class UCXSpec(ApiModel):

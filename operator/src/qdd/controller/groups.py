@@ -1,6 +1,12 @@
 """Multi-pod endpoints (a leader and headless workers holding one DP/EP group) live and die
 together: a group with a missing, failed, restarted, terminating or out-of-date pod is deleted
-whole and created again. Pure."""
+whole and created again. Pure.
+
+A pod on a NotReady or unreachable node (qdd.controller.nodeloss) makes its group not ready, not
+broken: the group is recreated once Kubernetes evicts the pod, when its toleration of the node's
+NoExecute taint runs out (spec.cluster.nodeLossTolerationSeconds). Deleting the group earlier would
+not bring it back sooner — the evicted pod keeps its name until the node is fenced or gone — and
+would restart a group whose node returns within the toleration with its engines still running."""
 
 from __future__ import annotations
 
@@ -9,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import labels
+from .nodeloss import LostPod, lost_pod
 
 
 @dataclass(frozen=True)
@@ -31,6 +38,9 @@ class GroupState:
     restarting: bool = False
     """Pods of the current revision are terminating: a failure-driven restart, not a planned roll
     (a roll deletes pods of an older revision)."""
+    lost: tuple[LostPod, ...] = ()
+    """Pods of the group on a NotReady or unreachable node (qdd.controller.nodeloss), present or
+    terminating."""
 
 
 def pod_ready(pod: dict[str, Any]) -> bool:
@@ -63,6 +73,7 @@ class _Scan:
     outdated: bool = False
     restarting: bool = False
     all_ready: bool = True
+    lost: list[LostPod] = field(default_factory=list)
 
 
 def _scan(want: dict[str, str], rev: str, observed: list[dict[str, Any]]) -> _Scan:
@@ -74,6 +85,9 @@ def _scan(want: dict[str, str], rev: str, observed: list[dict[str, Any]]) -> _Sc
         lab = p["metadata"].get("labels") or {}
         prev = lab.get(labels.REVISION, "")
         current = prev == rev and name in want
+        lost = lost_pod(p)
+        if lost is not None:
+            s.lost.append(lost)
         if p["metadata"].get("deletionTimestamp"):
             s.terminating.append(name)
             s.restarting = s.restarting or current
@@ -105,7 +119,8 @@ def _why_broken(s: _Scan, want: dict[str, str], rev: str) -> str | None:
         elif r != rev and len(names) + len(s.terminating) < s.size.get(r, len(want)):
             broken = f"the group of the previous revision lost a pod (has {', '.join(names)})"
     if s.terminating and s.present and not broken:
-        broken = f"pod {s.terminating[0]} is terminating"
+        stuck = next((p for p in s.lost if p.terminating), None)
+        broken = stuck.text if stuck is not None else f"pod {s.terminating[0]} is terminating"
     return broken
 
 
@@ -133,7 +148,8 @@ def group_states(desired: list[dict[str, Any]], observed: list[dict[str, Any]]) 
         broken = _why_broken(s, pods, rev)
         serving = bool(s.present) and not s.terminating and s.all_ready and not broken
         out.append(GroupState(role, ep, tuple(sorted(pods)), tuple(s.present), tuple(s.terminating),
-                              serving and not s.outdated, broken, s.outdated, serving, s.restarting))
+                              serving and not s.outdated, broken, s.outdated, serving, s.restarting,
+                              tuple(s.lost)))
     return out
 
 

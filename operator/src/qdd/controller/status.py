@@ -19,6 +19,7 @@ from ..plan import Plan
 from ..plan.summary import summary
 from ..preflight.verdict import Verdict
 from .groups import GroupState, pod_ready
+from .nodeloss import LostPod, lost_pods
 from .peers import prefill_pod_uids
 from .rollout import Rollout
 
@@ -102,6 +103,13 @@ def _unschedulable(obs: Observed) -> str:
     return f"; {len(stuck)} pod{'s' if len(stuck) > 1 else ''} unschedulable ({name}: {why[:300]})"
 
 
+def _lost(obs: Observed) -> tuple[tuple[str, LostPod], ...]:
+    """(role, pod) of every engine pod (both roles, StatefulSet ones too) on a lost node."""
+    engine = {p["metadata"]["name"]: (p["metadata"].get("labels") or {}).get(labels.ROLE) for p in obs.of_kind("Pod")}
+    return tuple((engine[p.name] or "", p) for p in lost_pods(
+        [o for o in obs.of_kind("Pod") if engine[o["metadata"]["name"]] in ("prefill", "decode")]))
+
+
 def _role_counts(cr: dict[str, Any], plan: Plan | None, obs: Observed, role: str) -> RoleCount:
     """Endpoints, ready endpoints, GPUs and pods of one role, as observed (desired only, without a plan)."""
     if plan is None:
@@ -150,6 +158,8 @@ class _Facts:
     """status.rollout (:func:`rollout_status`); None: not known in this pass (Ready ignores it)."""
     canary: CanaryState | None = None
     """The canary (qdd.controller.canary); None: not considered (no CanaryPassed condition)."""
+    lost: tuple[tuple[str, LostPod], ...] = ()
+    """(role, pod) of the engine pods on a NotReady or unreachable node (qdd.controller.nodeloss)."""
 
     @property
     def serving_current(self) -> bool:
@@ -200,8 +210,10 @@ class _Facts:
     @property
     def counts(self) -> str:
         p, d = self.prefill, self.decode
+        lost = (f"; {len(self.lost)} pod{'s' if len(self.lost) > 1 else ''} on a NotReady or unreachable node "
+                f"({', '.join(f'{p.name} on {p.node}' for _, p in self.lost)}: see Degraded)") if self.lost else ""
         return (f"prefill {p.ready}/{p.endpoints}, decode {d.ready}/{d.endpoints} endpoints ready"
-                + ("" if self.router_ok else ", router not available") + self.unschedulable)
+                + ("" if self.router_ok else ", router not available") + self.unschedulable + lost)
 
 
 def _plan_valid(f: _Facts) -> dict[str, Any]:
@@ -224,12 +236,19 @@ def _compute_domain(f: _Facts) -> dict[str, Any]:
 def _degraded(f: _Facts) -> dict[str, Any]:
     if f.peer_restart:
         return _cond(C.DEGRADED, True, Reason.PEER_RESTARTED, f.peer_restart, f.generation)
-    msg = "; ".join(f"{g.role} endpoint {g.endpoint}: {g.broken or 'pods terminating'}; recreating the whole group"
-                    for g in f.broken)
-    if not f.broken and f.canary is not None and f.canary.passed is False:
+    parts, told = [], set()
+    for g in f.broken:
+        stuck = next((p for p in g.lost if p.terminating), None)
+        if g.broken or stuck is None:
+            parts.append(f"{g.role} endpoint {g.endpoint}: {g.broken or 'pods terminating'}; recreating the whole group")
+        else:  # only the pod on the lost node is left: nothing to do but wait for it or fence the node
+            parts.append(f"{g.role} endpoint {g.endpoint}: {stuck.text}")
+        told |= {p.name for p in g.lost if g.broken == p.text or p is stuck}
+    parts += [f"{role}: {p.text}" for role, p in f.lost if p.name not in told]
+    if not parts and f.canary is not None and f.canary.passed is False:
         return _cond(C.DEGRADED, True, f.canary.reason, f.canary.message, f.generation)
-    return _cond(C.DEGRADED, bool(f.broken), Reason.GROUP_RESTARTING if f.broken else Reason.AS_EXPECTED, msg,
-                 f.generation)
+    reason = Reason.NODE_NOT_READY if f.lost else (Reason.GROUP_RESTARTING if parts else Reason.AS_EXPECTED)
+    return _cond(C.DEGRADED, bool(parts), reason, "; ".join(parts), f.generation)
 
 
 def _kv_transfer(f: _Facts) -> dict[str, Any]:
@@ -386,7 +405,8 @@ def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs
         peer_restart = (cr.get("status") or {}).get("peerRestart")
     f = _Facts(name, meta.get("generation"), plan, errors, _role_counts(cr, plan, obs, "prefill"),
                decode, _router_available(plan, obs, name), compute_domain_ready, kv,
-               broken, _unschedulable(obs), peer_restart, placed if plan is not None else None, rollout, canary)
+               broken, _unschedulable(obs), peer_restart, placed if plan is not None else None, rollout, canary,
+               _lost(obs))
     p, d = f.prefill, f.decode
     status: dict[str, Any] = {
         "observedGeneration": f.generation,

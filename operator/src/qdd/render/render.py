@@ -21,6 +21,7 @@ from .placement import CPU_ONLY_NODE_AFFINITY, gpu_node_selector
 from .preflight import PreflightOptions, preflight_objects
 from .safe import ENV as _env
 from .safe import load, load_all
+from .tolerations import node_loss_tolerations
 
 KIND_ORDER = ["ComputeDomain", "Workload", "PodGroup", "ServiceAccount", "Role", "RoleBinding", "Service",
               "PodDisruptionBudget", "StatefulSet", "Job", "Pod", "Deployment"]
@@ -46,6 +47,7 @@ def _ctx(plan: Plan, gang: bool) -> dict[str, Any]:
         same_nvlink_domain=s.cluster.same_nvlink_domain, compute_domain=plan.compute_domain,
         claim_template=names.imex_claim_template(plan.name, plan.slot), image_pull_secrets=s.engine.image_pull_secrets,
         http_port=s.ports.http, dp_rpc_port=s.ports.data_parallel_rpc, shm_size=s.cluster.shm_size,
+        node_loss_tolerations=node_loss_tolerations(s.cluster.node_loss_toleration_seconds),
         startup_failures=max(1, s.cluster.startup_timeout_seconds // 10),
         model_pvc=src.pvc if src else None,
         hf_cache_pvc=src.hugging_face.cache_pvc if src and src.hugging_face else None,

@@ -22,6 +22,12 @@
 #                     fallback path). Fixed when the cluster is created: a cluster of the other
 #                     kind under the same name (or one made with another
 #                     hack/cluster/scheduler-config.yaml) is deleted and created again.
+#        QDD_HEARTBEAT_FACTOR  kwokctl's --heartbeat-factor (default 5, kwokctl's own): scales the node
+#                     lease (40 s x factor, renewed every quarter), kwok's node status period and
+#                     kube-controller-manager's --node-monitor-grace-period (40 s x factor) and
+#                     --node-monitor-period (5 s x factor). 1 is a kubelet's defaults: a node that
+#                     stops renewing its lease is NotReady after 40-45 s instead of 200-225 s
+#                     (tests/integration/test_node_loss.py). Fixed when the cluster is created.
 # Idempotent: when the cluster is already up it only (re)applies the objects, prunes simulated
 # nodes of racks no longer asked for, and makes sure the driver runs. Nothing is downloaded.
 set -euo pipefail
@@ -36,7 +42,7 @@ while [ $# -gt 0 ]; do
     --racks=*) racks=${1#*=}; shift ;;
     --channels) channels=$2; shift 2 ;;
     --channels=*) channels=${1#*=}; shift ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     *) echo "cluster-up: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -92,13 +98,18 @@ if [ "$workload_api" = 1 ]; then
   workload_flags=(--kube-feature-gates "GenericWorkload=true,GangScheduling=true,TopologyAwareWorkloadScheduling=true"
                   --kube-runtime-config "scheduling.k8s.io/v1alpha2=true")
 fi
-# What a cluster was created with (gates, scheduler configuration): another ask recreates it.
+heartbeat=${QDD_HEARTBEAT_FACTOR:-5}
+case $heartbeat in ''|*[!0-9.]*) echo "cluster-up: QDD_HEARTBEAT_FACTOR must be a number, not $heartbeat" >&2; exit 2 ;; esac
+# What a cluster was created with (gates, scheduler configuration, heartbeats): another ask recreates it.
 mode_file="$state/created-with"
 mode="workload-api=$workload_api scheduler-config=$(sha256sum < "$root/hack/cluster/scheduler-config.yaml" | cut -c1-12)"
+# Clusters made before the factor was a knob ran kwokctl's default, 5: their mode stays as it was.
+[ "$heartbeat" = 5 ] || mode="$mode heartbeat-factor=$heartbeat"
 
 create_cluster() {
   log "creating cluster (kwokctl --runtime binary, local binaries, Workload API: $workload_api)"
   "${offline_env[@]}" kwokctl create cluster --name "$name" --runtime binary "${workload_flags[@]}" \
+    --heartbeat-factor "$heartbeat" \
     --kube-apiserver-binary "$bin/kube-apiserver" \
     --kube-controller-manager-binary "$bin/kube-controller-manager" \
     --kube-scheduler-binary "$bin/kube-scheduler" \

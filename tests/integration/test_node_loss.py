@@ -19,12 +19,14 @@ group comes back whole in its NVLink domain, although the other rack is empty.
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import os
 import time
 from typing import Any
 
 import pytest
+import yaml
 
 from .conftest import Kube, _run_script
 from .operator_proc import OperatorProcess
@@ -83,6 +85,14 @@ def test_a_notready_node_evicts_after_the_toleration_says_why_and_the_group_retu
     try:
         obj = cr("lossy", ns)
         obj["spec"]["cluster"]["nodeLossTolerationSeconds"] = TOLERATION
+        # the API server's CEL refuses the field beside a user toleration of the same taint
+        clash = copy.deepcopy(obj)
+        clash["spec"]["cluster"]["tolerations"] = [{"key": "node.kubernetes.io/unreachable", "operator": "Exists",
+                                                    "effect": "NoExecute", "tolerationSeconds": 600}]
+        refused = k.kubectl("apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump(clash), check=False)
+        assert refused.returncode != 0 and "spec.cluster.nodeLossTolerationSeconds: Invalid value" in refused.stderr \
+            and "nodeLossTolerationSeconds sets the tolerations of node.kubernetes.io/not-ready" in refused.stderr, \
+            refused.stderr
         k.apply(obj, namespace=ns)
         k.wait_for(lambda: _cond(_deployment(k, ns), "Ready").get("status") == "True", timeout=120,
                    desc="lossy Ready")

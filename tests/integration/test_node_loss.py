@@ -129,14 +129,23 @@ def test_a_notready_node_evicts_after_the_toleration_says_why_and_the_group_retu
             n: p["metadata"]["uid"] for n, p in before.items()}
 
         # 2. Evicted after the toleration: stuck Terminating; qdd deletes the leader, says what frees the name.
+        seen: list[Any] = []
+
         def stuck() -> dict[str, Any] | None:
             o = _deployment(k, ns)
             pods = engine_pods(k, ns, "lossy")
             decode = [p for p in pods if p["metadata"]["labels"]["qdd.dev/role"] == "decode"]
-            d = _cond(o, "Degraded")["message"]
-            return o if ([p["metadata"]["name"] for p in decode] == ["lossy-decode-0-worker-1"]
-                         and "stays Terminating" in d) else None
-        o = k.wait_for(stuck, timeout=60, interval=1, desc="worker evicted, leader deleted, Degraded says the fix")
+            d = _cond(o, "Degraded")
+            seen[:] = [[(p["metadata"]["name"], p["metadata"].get("deletionTimestamp"), p["status"].get("conditions"))
+                        for p in decode], d, _cond(o, "Ready")]
+            # every decode pod left is an old one being deleted (the leader goes as soon as kwok confirms)
+            return o if ("lossy-decode-0-worker-1" in [p["metadata"]["name"] for p in decode] and all(
+                p["metadata"].get("deletionTimestamp") and p["metadata"]["uid"] == before[p["metadata"]["name"]][
+                    "metadata"]["uid"] for p in decode) and "stays Terminating" in d.get("message", "")) else None
+        try:
+            o = k.wait_for(stuck, timeout=60, interval=1, desc="worker evicted, leader deleted, Degraded says the fix")
+        except AssertionError as e:
+            raise AssertionError(f"{e}; last seen: {seen}") from None
         t_stuck = time.monotonic() - t0
         msg = _cond(o, "Degraded")["message"]
         assert _cond(o, "Degraded")["reason"] == "NodeNotReady"
@@ -151,7 +160,9 @@ def test_a_notready_node_evicts_after_the_toleration_says_why_and_the_group_retu
         assert any(e["reason"] == "GroupRestart" and "stays Terminating" in e["message"] for e in events)
         time.sleep(5)  # several passes (resync 5 s): no pod of the group created beside the stuck one
         pods = engine_pods(k, ns, "lossy")
-        assert sorted(p["metadata"]["name"] for p in pods) == sorted(n for n in before if "decode-0-leader" not in n)
+        assert {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods} == {
+            n: p["metadata"]["uid"] for n, p in before.items() if n != "lossy-decode-0-leader"}, [
+            (p["metadata"]["name"], p["metadata"].get("deletionTimestamp")) for p in pods]
         assert {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods if "prefill" in p["metadata"]["name"]} == {
             n: p["metadata"]["uid"] for n, p in before.items() if "prefill" in n}
 

@@ -211,7 +211,7 @@ class _Facts:
     def counts(self) -> str:
         p, d = self.prefill, self.decode
         lost = (f"; {len(self.lost)} pod{'s' if len(self.lost) > 1 else ''} on a NotReady or unreachable node "
-                f"({', '.join(f'{p.name} on {p.node}' for _, p in self.lost)}: see Degraded)") if self.lost else ""
+                f"({', '.join(f'{lp.name} on {lp.node}' for _, lp in self.lost)}: see Degraded)") if self.lost else ""
         return (f"prefill {p.ready}/{p.endpoints}, decode {d.ready}/{d.endpoints} endpoints ready"
                 + ("" if self.router_ok else ", router not available") + self.unschedulable + lost)
 

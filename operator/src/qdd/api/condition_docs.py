@@ -99,6 +99,12 @@ CONDITIONS: tuple[ConditionDoc, ...] = (
                      ReasonDoc(R.GROUP_RESTARTING, "True", "a pod of a multi-pod decode group is missing, failed or "
                                "restarted: the whole group is recreated (its engines cannot rejoin one another)",
                                "wait; if it repeats, read the failed pod's logs and events (OOM, node, image)"),
+                     ReasonDoc(R.NODE_NOT_READY, "True", "an engine pod is on a node the node controller marked "
+                               "NotReady or unreachable; once evicted, the rest of its group is recreated, and a pod "
+                               "stuck Terminating on the lost node (its name is needed again) is named with the node",
+                               "repair the node, or fence it: `kubectl taint node NODE node.kubernetes.io/out-of-service"
+                               "=nodeshutdown:NoExecute` (remove the taint after the repair) or `kubectl delete node "
+                               "NODE` (docs/reliability.md#node-loss)"),
                      ReasonDoc(R.PEER_RESTARTED, "True", "a prefill pod was replaced: the decode groups that may hold "
                                "its stale NIXL agent are recreated (vLLM 0.33 keeps it, vllm#49238, #58063); a Warning "
                                "event says which", "wait: it clears when decode is Ready again"),

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationError, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from .base import ApiModel, cel
 from .rules import NODE_LOSS_TAINTS, SPEC_RULES, cel_rules
@@ -284,7 +285,10 @@ class ClusterSpec(ApiModel):
     @model_validator(mode="after")
     def _rules(self) -> "ClusterSpec":
         if self.node_loss_toleration_seconds is not None and any(t.key in NODE_LOSS_TAINTS for t in self.tolerations):
-            raise ValueError(_CLUSTER_RULES[0][2])
+            # At nodeLossTolerationSeconds, the CEL rule's fieldPath (as qdd.api.validation's canary rule).
+            raise ValidationError.from_exception_data(type(self).__name__, [InitErrorDetails(
+                type=PydanticCustomError("node_loss_toleration_twice", _CLUSTER_RULES[0][2]),
+                loc=("nodeLossTolerationSeconds",), input=self.node_loss_toleration_seconds)])
         return self
 
 

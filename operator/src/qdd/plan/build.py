@@ -297,12 +297,15 @@ def _placement_errors(spec: QwenDisaggDeploymentSpec, r: _Resolved, prefill: Rol
     total_gpus, domain_gpus = prefill.gpus + decode.gpus, gpu.nvlink_domain_nodes * gpn
     if spec.cluster.same_nvlink_domain and gpu.multi_node_nvlink and total_gpus > domain_gpus:
         more = prefill.endpoints > 1 or decode.endpoints > 1
-        fix = ("use fewer endpoints, or split the endpoints over two deployments" if more else
+        # Name the role that holds most of the GPUs: lowering the other one cannot make it fit.
+        role = "prefill" if prefill.gpus >= decode.gpus else "decode"
+        fix = ("use fewer endpoints, split the endpoints over two deployments, or set cluster.sameNVLinkDomain: "
+               "false (each DP/EP group stays in one domain, P→D KV transfer between domains leaves NVLink)" if more else
                f"use endpoints of fewer GPUs ({prefill.topology_name} + {decode.topology_name} now; a larger "
                "tensorParallel shards the dense weights, so fewer ranks hold the model), or set "
                "cluster.sameNVLinkDomain: false (P→D KV transfer then leaves NVLink)")
         errors.append(FieldError(
-            "spec.prefill.endpoints" if more else "spec.cluster.sameNVLinkDomain",
+            f"spec.{role}.endpoints" if more else "spec.cluster.sameNVLinkDomain",
             f"{total_gpus} GPUs ({prefill.gpus} prefill + {decode.gpus} decode) do not fit one NVLink domain of "
             f"{gpu.nvlink_domain_nodes} × {gpn} = {domain_gpus} {gpu.name} GPUs, and cluster.sameNVLinkDomain keeps "
             f"every pod in one: {fix}"))

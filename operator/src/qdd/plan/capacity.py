@@ -14,12 +14,15 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from ..api.spec import QwenDisaggDeploymentSpec, RoleSpec
+from ..api.spec import DecodeSpec, QwenDisaggDeploymentSpec, RoleSpec
 from ..catalog import Checkpoint, EngineProfile, GPUKind
 from ..errors import FieldError
 from .memory import CAPACITY_TOLERANCE, CacheLayout, DecodeCapacity, RankBudget, cache_layout, decode_capacity, rank_budget
 from .sizing import RoleSizing
 from .types import topology_name
+
+MAX_DECODE_ENDPOINTS: int = next(m.le for m in DecodeSpec.model_fields["endpoints"].metadata if hasattr(m, "le"))
+"""The API's bound on spec.decode.endpoints (qdd.api.spec.DecodeSpec): advice never goes past it."""
 
 MAX_DATA_PARALLEL = 72
 """The largest DP size the API accepts (TopologySpec.data_parallel): one NVL72 rack of ranks."""
@@ -200,8 +203,12 @@ def decode_capacity_check(spec: QwenDisaggDeploymentSpec, m: RankMemory, s: Role
             f"({d.endpoints} × {topology_name(t.data_parallel, t.tensor_parallel, t.expert_parallel)}: {cap.per_endpoint} "
             f"per endpoint at {cap.request_bytes / 2**20:.0f} MiB per request of ~{cap.mean_tokens:.0f} tokens, "
             f"{budget.cache_bytes / 1e9:.1f} GB KV cache per rank{mtp}); it needs {cap.endpoints_needed} decode endpoints "
-            f"({cap.endpoints_needed * gpus_per_endpoint} decode GPUs): raise spec.decode.endpoints to "
-            f"{cap.endpoints_needed} or lower the concurrency" + (" or numSpeculativeTokens" if k else ""))], []
+            f"({cap.endpoints_needed * gpus_per_endpoint} decode GPUs): "
+            + (f"raise spec.decode.endpoints to {cap.endpoints_needed} or lower the concurrency"
+               if cap.endpoints_needed <= MAX_DECODE_ENDPOINTS else
+               f"more than one deployment may have ({MAX_DECODE_ENDPOINTS} decode endpoints at most): lower the "
+               "concurrency, or serve it from several deployments")
+            + (" or numSpeculativeTokens" if k else ""))], []
     if cap.tight:
         return cap, [], [f"concurrency {w.concurrency} is above the predicted decode capacity {cap.total} but within the "
                          "model's ±20% tolerance: expect preemptions near the target"]

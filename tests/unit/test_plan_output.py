@@ -102,3 +102,12 @@ def test_plan_shows_the_generation_the_engine_pods_are_labelled_with(plan_json, 
     pods = [o for o in yaml.safe_load_all(capsys.readouterr().out)
             if o["kind"] in ("Pod", "StatefulSet") and o["metadata"]["labels"].get(labels.ROLE) in ("prefill", "decode")]
     assert pods and {o["metadata"]["labels"][labels.GENERATION] for o in pods} == {gen}
+
+
+def test_a_gpus_per_node_other_than_the_gpu_kinds_is_warned_about():
+    cr = load(EXAMPLES / "qwen35-397b-4xdep2-1xdep8-cc5120.yaml")
+    cr["spec"].setdefault("cluster", {})["gpusPerNode"] = 8  # GB200 trays have 4
+    [w] = [w for w in build_plan(parse_resource(cr)).warnings if "gpusPerNode" in w]
+    assert w.startswith("spec.cluster.gpusPerNode 8 differs from a GB200 node's 4 GPUs")
+    cr["spec"]["cluster"]["gpusPerNode"] = 4
+    assert not [w for w in build_plan(parse_resource(cr)).warnings if "gpusPerNode" in w]

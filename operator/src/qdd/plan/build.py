@@ -425,6 +425,10 @@ def build_plan(resource: Resource, slot: str = "a") -> Plan:
     cap, cap_errors, cap_warnings = decode_capacity_check(spec, m, decode_sizing, decode.gpus_per_endpoint)
     errors += sizing_errors + prefill_errors + decode_errors + cap_errors + _placement_errors(spec, r, prefill, decode)
     warnings += cap_warnings + list(prefill.warnings) + list(decode.warnings) + _spec_warnings(spec)
+    if spec.cluster.gpus_per_node is not None and spec.cluster.gpus_per_node != r.gpu.gpus_per_node:
+        warnings.append(f"spec.cluster.gpusPerNode {spec.cluster.gpus_per_node} differs from a {r.gpu.name} node's "
+                        f"{r.gpu.gpus_per_node} GPUs (qdd.catalog.gpus): the plan places endpoints on nodes of "
+                        f"{spec.cluster.gpus_per_node}; check the nodes' allocatable nvidia.com/gpu")
     if errors:
         raise SpecError(errors)
     compute_domain = r.gpu.multi_node_nvlink if spec.cluster.compute_domain is None else spec.cluster.compute_domain

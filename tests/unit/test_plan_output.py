@@ -111,3 +111,19 @@ def test_a_gpus_per_node_other_than_the_gpu_kinds_is_warned_about():
     assert w.startswith("spec.cluster.gpusPerNode 8 differs from a GB200 node's 4 GPUs")
     cr["spec"]["cluster"]["gpusPerNode"] = 4
     assert not [w for w in build_plan(parse_resource(cr)).warnings if "gpusPerNode" in w]
+
+
+def test_a_benchmark_beside_the_deployment_is_skipped_with_a_note(tmp_path, capsys):
+    """`qdd import-recipe` writes a deployment and its QwenDisaggBenchmark into one file: `qdd plan`
+    plans the one and names the other; a file of benchmarks only has nothing to plan (exit 2)."""
+    bench = sorted((EXAMPLES / "benchmarks").glob("*.yaml"))[0]
+    both = tmp_path / "imported.yaml"
+    both.write_text((EXAMPLES / "qwen35-397b-4xdep2-1xdep8.yaml").read_text() + "\n---\n" + bench.read_text())
+    cli.main(["plan", "-f", str(both)])
+    out, err = capsys.readouterr()
+    assert out.startswith("default/qwen35-397b-4xdep2-1xdep8: ")
+    assert err == f"note: {both} (document 2): a QwenDisaggBenchmark, not planned (kubectl apply it with the deployment)\n"
+    with pytest.raises(SystemExit) as e:
+        cli.main(["plan", "-f", str(bench)])
+    assert e.value.code == 2
+    assert capsys.readouterr().err.endswith(f"error: {bench}: no QwenDisaggDeployment in it\n")

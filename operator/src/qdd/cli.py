@@ -13,7 +13,9 @@ from typing import Any
 
 import yaml
 
+from . import labels
 from .api import parse_resource
+from .api.benchmark import KIND as BENCHMARK_KIND
 from .api.crd import crd
 from .errors import SpecError
 from .plan import build_plan
@@ -48,6 +50,11 @@ def _documents(paths: list[str]) -> list[tuple[str, Any]]:
 def _plans(paths: list[str]) -> list[Any]:
     plans, failed = [], False
     for path, doc in _documents(paths):
+        if isinstance(doc, dict) and doc.get("kind") == BENCHMARK_KIND and str(doc.get("apiVersion", "")).startswith(
+                f"{labels.GROUP}/"):
+            # `qdd import-recipe` writes the deployment and its benchmark into one file.
+            print(f"note: {path}: a {BENCHMARK_KIND}, not planned (kubectl apply it with the deployment)", file=sys.stderr)
+            continue
         try:
             plans.append(build_plan(parse_resource(doc)))
         except SpecError as e:
@@ -59,6 +66,9 @@ def _plans(paths: list[str]) -> list[Any]:
             print(f"error: {path}: qdd could not plan this resource ({type(e).__name__}: {e}); this is a qdd bug: "
                   "report it with the resource", file=sys.stderr)
     if failed:
+        raise SystemExit(EXIT_INVALID)
+    if not plans:
+        print(f"error: {', '.join(paths)}: no {labels.KIND} in it", file=sys.stderr)
         raise SystemExit(EXIT_INVALID)
     return plans
 

@@ -120,4 +120,5 @@ def test_the_crd_refuses_a_timeout_not_below_the_period(kube, operator, namespac
     p = kube.kubectl("apply", "-f", "-", input=json.dumps(cr), check=False)
     assert p.returncode != 0
     assert "spec.validation.canary.timeoutSeconds: Invalid value" in p.stderr
-    assert "timeoutSeconds must be below periodSeconds" in p.stderr
+    assert "must be below periodSeconds (a check may not outlast its period): lower spec.validation.canary.timeoutSeconds" \
+        in p.stderr

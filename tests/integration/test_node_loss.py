@@ -53,9 +53,17 @@ def nodeloss():
         _run_script("cluster-down.sh", k.env, f"cluster-down-{k.cluster}.log", 120)
 
 
+KWOK_MANAGED = "kwok.x-k8s.io/node"
+"""The annotation kwok selects the nodes it plays by (kwokctl's manageNodesWithAnnotationSelector,
+kwok.x-k8s.io/node=fake; hack/cluster/objects.py sets it on every simulated node)."""
+
+
 def _lose(k: Kube, node: str) -> None:
-    """kwok stops playing ``node``: its Lease held by someone else for an hour."""
+    """kwok stops playing ``node``: its Lease held by someone else for an hour, and the node no
+    longer selected by kwok. The Lease alone was not enough in one CI run: kwok kept updating the
+    node's status (it keeps a node it has played), the node came back Ready before the eviction."""
     now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    k.kubectl("annotate", "node", node, f"{KWOK_MANAGED}-")
     k.kubectl("-n", "kube-node-lease", "patch", "lease", node, "--type", "merge", "-p",
               f'{{"spec":{{"holderIdentity":"{LOST_HOLDER}","leaseDurationSeconds":3600,"renewTime":"{now}"}}}}')
 
@@ -63,6 +71,7 @@ def _lose(k: Kube, node: str) -> None:
 def _restore(k: Kube, node: str) -> None:
     """The fence lifted and the Lease dropped: kwok takes the node again (a new Lease) and it is Ready."""
     k.kubectl("taint", "node", node, "node.kubernetes.io/out-of-service-", check=False)
+    k.kubectl("annotate", "node", node, f"{KWOK_MANAGED}=fake", "--overwrite")
     k.kubectl("-n", "kube-node-lease", "delete", "lease", node, "--ignore-not-found")
     k.wait_for(lambda: not (k.get("node", node)["spec"].get("taints")) and any(
         c["type"] == "Ready" and c["status"] == "True" for c in k.get("node", node)["status"]["conditions"]),

@@ -111,7 +111,11 @@ def test_recreate_with_a_second_edit_in_the_middle_ends_on_the_last_generation(k
     name = cr["metadata"]["name"]
     kube.apply(cr)
     old = wait_ready(kube, name, namespace)["status"]["rollout"]["generation"]
-    _patch(kube, name, namespace, {"engine": {"image": "qdd/vllm:one"}})
+    # Held in Recreating: the new generation's pods select a node label no node has. kwok runs a
+    # pod as soon as it binds, so a Recreate of the seed otherwise ends in about a second, often
+    # between two polls (CI saw only Stable). nodeSelector is not part of the generation.
+    _patch(kube, name, namespace, {"engine": {"image": "qdd/vllm:one"},
+                                   "cluster": {"nodeSelector": {"qdd.dev/test-hold": "no-such-node"}}})
 
     def recreating(o):
         return (o.get("status") or {}).get("rollout", {}).get("phase") == "Recreating" and \
@@ -121,7 +125,7 @@ def test_recreate_with_a_second_edit_in_the_middle_ends_on_the_last_generation(k
     assert condition(obj, "Ready")["status"] == "False"
     mid = obj["status"]["rollout"]["generation"]
     assert mid != old
-    _patch(kube, name, namespace, {"engine": {"image": "qdd/vllm:two"}})
+    _patch(kube, name, namespace, {"engine": {"image": "qdd/vllm:two"}, "cluster": {"nodeSelector": None}})
 
     def done(o):
         st = o.get("status") or {}

@@ -133,3 +133,19 @@ fuzz: venv
 .PHONY: bench-plan
 bench-plan: venv
 	$(PY) bench/plan_render.py
+
+# --- performance model (qdd/perf, docs/performance-model.md): NVIDIA aiconfigurator 0.12.0 in its own
+# cached venv (hack/perf-venv.sh: cold ≈ 4 min and 850 MB, warm < 1 s). Not part of `make test`'s venv.
+.PHONY: perf-venv perf-seed-table bench-perf-predict
+perf-venv:
+	bash hack/perf-venv.sh
+
+# The seed's table on paper (5 seed topologies x concurrencies 64..5120, and the imported srt-slurm
+# recipes) against the published 25K total tok/s/GPU: docs/perf-seed-table.{md,png}, bench/results/.
+perf-seed-table: perf-venv
+	PYTHONPATH=operator/src .qdd/perf-venv/bin/python bench/perf_seed_table.py
+
+# `qdd plan --predict` cold (fresh process, database not yet loaded) and the operator's import time and
+# memory with and without the perf extra; prints numbers (bench/README.md).
+bench-perf-predict: venv perf-venv
+	$(PY) bench/perf_predict.py

@@ -75,11 +75,67 @@ def _plans(paths: list[str]) -> list[Any]:
 
 def cmd_plan(args: argparse.Namespace) -> None:
     plans = _plans(args.filename)
+    if args.slo or args.gpu_budget is not None:
+        return _plan_slo(args, plans)
+    if args.rate is not None or args.concurrency is not None:
+        args.predict = True
+    preds = _perf(lambda c: c.predictions(plans, args.perf_model, args.concurrency, args.rate, args.mtp_accepted)) \
+        if args.predict else [None] * len(plans)
     if args.output == "json":
-        out = [summary(p) for p in plans]
+        out = [summary(p) | ({"prediction": pr} if pr else {}) for p, pr in zip(plans, preds, strict=True)]
         print(json.dumps(out[0] if len(out) == 1 else out, indent=2, sort_keys=True))
     else:
-        print("\n".join(table(p) for p in plans), end="")
+        from .perf.predict import table as predicted
+
+        print("\n".join(table(p) + (predicted(pr) if pr else "") for p, pr in zip(plans, preds, strict=True)), end="")
+
+
+def _perf(call: Any) -> Any:
+    """Runs a performance command (qdd.perf.commands); its CommandError is one ``error:`` line."""
+    from .perf import commands
+
+    try:
+        return call(commands)
+    except commands.CommandError as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(EXIT_INVALID) from None
+
+
+def _plan_slo(args: argparse.Namespace, plans: list[Any]) -> None:
+    if len(plans) != 1 or len(args.filename) != 1 or not args.slo:
+        print("error: --slo: give one base deployment (-f) and --slo ttft=MS,tpot=MS with --rate or --gpu-budget",
+              file=sys.stderr)
+        raise SystemExit(EXIT_INVALID)
+    base = next(d for _, d in _documents(args.filename) if isinstance(d, dict) and d.get("kind") == labels.KIND)
+    text, dep, data = _perf(lambda c: c.recommend(base, plans[0], args.slo, args.rate, args.gpu_budget,
+                                                  args.perf_model, args.mtp_accepted, args.name))
+    out = yaml.safe_dump(dep, sort_keys=False)
+    if args.write:
+        Path(args.write).write_text(f"# Written by qdd plan --slo {args.slo} "
+                                    + (f"--rate {args.rate:g}" if args.rate is not None else f"--gpu-budget {args.gpu_budget}")
+                                    + f" from {metadata_name(base)}; docs/performance-model.md\n" + out)
+    if args.output == "json":
+        sys.stdout.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    elif args.write:
+        sys.stdout.write(text + f"wrote {args.write}\n")
+    else:
+        sys.stderr.write(text)
+        sys.stdout.write(out)
+
+
+def metadata_name(doc: dict[str, Any]) -> str:
+    return str((doc.get("metadata") or {}).get("name", "?"))
+
+
+def cmd_perf_profile(args: argparse.Namespace) -> None:
+    plans = _plans(args.filename)
+    if len(plans) != 1:
+        print("error: -f: qdd perf profile takes one deployment", file=sys.stderr)
+        raise SystemExit(EXIT_INVALID)
+    results = [(p, _read(p)) for p in args.calibrate or []]
+    results += [(f"configmap {ref}", _configmap_results(ref)) for ref in args.calibrate_configmap or []]
+    sys.stdout.write(_perf(lambda c: c.profile_document(plans[0], args.perf_model, args.mtp_accepted, results,
+                                                        args.output)))
 
 
 def cmd_render(args: argparse.Namespace) -> None:
@@ -204,6 +260,21 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plan", help="print the sizing of a QwenDisaggDeployment")
     p.add_argument("-f", "--filename", action="append", required=True, help="CR file (repeatable; - for stdin)")
     p.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    perf = p.add_argument_group("performance model (needs the perf extra: NVIDIA aiconfigurator; docs/performance-model.md)")
+    perf.add_argument("--predict", action="store_true",
+                      help="predict TTFT, TPOT and tokens/s/GPU of the topology at its workload (aiconfigurator's GB200 data)")
+    perf.add_argument("--concurrency", type=int, help="predict at this many requests in flight (default: spec.workload.concurrency)")
+    perf.add_argument("--rate", type=float, help="predict at this request rate (req/s); with --slo: the rate to size for")
+    perf.add_argument("--slo", metavar="ttft=MS,tpot=MS",
+                      help="recommend the layout and endpoint counts that meet these targets at --rate with the fewest "
+                           "GPUs (or the most req/s within --gpu-budget), starting from the -f deployment")
+    perf.add_argument("--gpu-budget", type=int, help="with --slo: at most this many GPUs, serving the most req/s")
+    perf.add_argument("--write", metavar="FILE", help="with --slo: write the recommended QwenDisaggDeployment here")
+    perf.add_argument("--name", help="with --slo: metadata.name of the recommended deployment (default: <name>-slo)")
+    perf.add_argument("--perf-model", metavar="HF_ID",
+                      help="the model id to look up in aiconfigurator's database (default: spec.model.name)")
+    perf.add_argument("--mtp-accepted", type=float, metavar="N",
+                      help="with spec.speculative: mean accepted draft tokens per decode step (aiconfigurator has no default)")
     p.set_defaults(func=cmd_plan)
     r = sub.add_parser("render", help="print every Kubernetes object the operator would apply")
     r.add_argument("-f", "--filename", action="append", required=True, help="CR file (repeatable; - for stdin)")
@@ -231,6 +302,20 @@ def parser() -> argparse.ArgumentParser:
     rep.add_argument("-o", "--output", default="pareto.png", help="PNG to write (default pareto.png)")
     rep.add_argument("--table", help="write the markdown table here (default: stdout)")
     rep.set_defaults(func=cmd_bench_report)
+    pf = sub.add_parser("perf", help="performance profiles (needs the perf extra: NVIDIA aiconfigurator)")
+    pfsub = pf.add_subparsers(dest="perf_command", required=True)
+    prof = pfsub.add_parser("profile", help="per-role latency against load per endpoint (the autoscaler reads it), "
+                                            "calibrated by benchmark results")
+    prof.add_argument("-f", "--filename", action="append", required=True, help="the QwenDisaggDeployment")
+    prof.add_argument("-o", "--output", choices=["json", "configmap"], default="json",
+                      help="json: the profile; configmap: the ConfigMap <name>-perf-profile to kubectl apply")
+    prof.add_argument("--calibrate", action="append", metavar="RESULTS_JSON",
+                      help="a finished QwenDisaggBenchmark's results.json of this deployment (repeatable)")
+    prof.add_argument("--calibrate-configmap", action="append", metavar="NS/NAME",
+                      help="the same from its <benchmark>-results ConfigMap (repeatable)")
+    prof.add_argument("--perf-model", metavar="HF_ID", help="model id in aiconfigurator's database (default: spec.model.name)")
+    prof.add_argument("--mtp-accepted", type=float, metavar="N", help="with spec.speculative: mean accepted draft tokens per step")
+    prof.set_defaults(func=cmd_perf_profile)
     o = sub.add_parser("run", help="run the operator")
     o.add_argument("-n", "--namespace", action="append", help="watch only these namespaces (default: all)")
     o.add_argument("--metrics-port", type=int, default=8080, help="Prometheus metrics port (default 8080)")

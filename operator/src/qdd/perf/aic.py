@@ -31,6 +31,7 @@ import tempfile
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from ..plan.types import topology_name
@@ -114,17 +115,10 @@ def _sdk() -> Any:
     from aiconfigurator.sdk.moe_comm_resolver import resolve_model_config_moe_comm
     from aiconfigurator.sdk.speculative import SpeculativeDecodingProfile
 
-    class Sdk:
-        pass
-
-    sdk = Sdk()
-    sdk.default_paths = perf_database.get_systems_paths()
-    for k, v in dict(inference_session=inference_session, models=models, perf_database=perf_database,
-                     get_backend=get_backend, RuntimeConfig=RuntimeConfig, apply_nextn=apply_nextn,
-                     build_model_config=build_model_config, resolve_moe_comm=resolve_model_config_moe_comm,
-                     Speculative=SpeculativeDecodingProfile).items():
-        setattr(sdk, k, v)
-    return sdk
+    return SimpleNamespace(inference_session=inference_session, models=models, perf_database=perf_database,
+                           default_paths=perf_database.get_systems_paths(), get_backend=get_backend,
+                           RuntimeConfig=RuntimeConfig, apply_nextn=apply_nextn, build_model_config=build_model_config,
+                           resolve_moe_comm=resolve_model_config_moe_comm, Speculative=SpeculativeDecodingProfile)
 
 
 @cache

@@ -16,8 +16,10 @@ Output: :func:`predict` — a JSON-able dict (``qdd plan --predict -o json`` pri
      "notCaptured": [...], "notes": [...]}
 
 How: the operating point is aiconfigurator's ``run_disagg`` (its rate matching: requests/s =
-min(prefill capacity × 0.9, decode capacity × 0.92) at the decode batch the concurrency gives,
-TTFT = one prefill batch × 1.8 for queueing; every constant is the library's). Lengths: sa-bench
+min(prefill capacity × 0.9, decode capacity × 0.92) at the decode batch the concurrency gives;
+every constant is the library's). Its TTFT is one prefill batch × 1.8 (queueing) whatever the
+load (``libraryTtftMs``); ``ttftMs`` is read at the prefill endpoints' actual load from
+:func:`prefill_points` (the library's light-load and rate-matched anchors, linear between). Lengths: sa-bench
 draws uniformly in [ratio × L, L], so the mean, L × (1 + ratio) / 2, stands for every request.
 Total tokens/s/GPU = requests/s × (ISL + OSL) / GPUs, as the seed and ``qdd bench`` count it.
 Decode capacity (how many requests fit) is qdd's memory model (``qdd plan``), not the library's:
@@ -33,6 +35,8 @@ from typing import Any
 
 from ..plan.types import Plan
 from .aic import Database, RateMatching, Shape, rate_matching
+from .profile import Point, latency_at, monotone
+from .profile import RoleProfile as _Role
 
 NOT_CAPTURED = (
     "kernels newer than the database (measured on vLLM 0.24.0): the FlashInfer Blackwell GDN prefill kernel "
@@ -82,6 +86,37 @@ def topology(plan: Plan) -> Topology:
                     0 if sp is None else sp.num_speculative_tokens, isl, osl)
 
 
+_PREFILL: dict[tuple[int, Topology], list[Point]] = {}
+
+
+def prefill_points(db: Database, t: Topology) -> list[Point]:
+    """TTFT against requests/s of one prefill endpoint, from aiconfigurator's two anchors: a light
+    load (10% of the one-prompt-per-rank capacity) at one prompt's latency, and the rate-matched
+    load — its prefill factor 0.9 × the capacity at the batch a loaded engine step holds
+    (:attr:`Topology.prefill_batch`, as ``run_disagg`` is asked) — at that batch's latency × its
+    queueing factor 1.8."""
+    key = (id(db.db), t)
+    if key not in _PREFILL:
+        rm = rate_matching()
+        stat = db.static("prefill", t.prefill, t.isl, t.osl, sorted({1, t.prefill_batch}))
+        one, full = stat[0], stat[-1]
+        light = round(0.1 * one.seq_per_s, 4)
+        load = max(round(rm.prefill * full.seq_per_s, 4), light * 1.01)
+        _PREFILL[key] = monotone([
+            Point(load=light, latency_ms=round(one.latency_ms, 1), tokens_per_second=round(light * t.isl, 1)),
+            Point(load=load, latency_ms=round(full.latency_ms * rm.ttft_queue, 1), tokens_per_second=round(load * t.isl, 1)),
+        ])
+    return _PREFILL[key]
+
+
+def ttft_at(db: Database, t: Topology, rate: float) -> float:
+    """TTFT (ms) at ``rate`` requests/s over the prefill endpoints (spread evenly), from
+    :func:`prefill_points`; at or beyond the rate-matched load, the rate-matched TTFT."""
+    pts = prefill_points(db, t)
+    role = _Role(role="prefill", topology="-", gpus_per_endpoint=t.prefill.gpus, points=pts)
+    return latency_at(role, min(rate / t.prefill_endpoints, pts[-1].load))
+
+
 def point(db: Database, t: Topology, concurrency: int, accepted: float | None = None,
           rm: RateMatching | None = None) -> dict[str, Any]:
     """The prediction at ``concurrency`` requests in flight over the deployment (see the module
@@ -93,9 +128,11 @@ def point(db: Database, t: Topology, concurrency: int, accepted: float | None = 
     rps = float(row["seq/s"])
     p_cap, d_cap = float(row["(p)seq/s/worker"]), float(row["(d)seq/s/worker"])
     bottleneck = "prefill" if p_cap * t.prefill_endpoints * rm.prefill < d_cap * t.decode_endpoints * rm.decode else "decode"
+    ttft = ttft_at(db, t, rps)
     return {
-        "concurrency": concurrency, "ttftMs": round(float(row["ttft"]), 1), "tpotMs": round(float(row["tpot"]), 2),
-        "requestLatencyMs": round(float(row["request_latency"]), 1), "requestsPerSecond": round(rps, 3),
+        "concurrency": concurrency, "ttftMs": round(ttft, 1), "libraryTtftMs": round(float(row["ttft"]), 1),
+        "tpotMs": round(float(row["tpot"]), 2),
+        "requestLatencyMs": round(ttft + float(row["tpot"]) * max(t.osl - 1, 0), 1), "requestsPerSecond": round(rps, 3),
         "outputTokensPerSecondPerGpu": round(rps * t.osl / t.gpus, 1),
         "totalTokensPerSecondPerGpu": round(rps * (t.isl + t.osl) / t.gpus, 1),
         "outputTokensPerSecondPerUser": round(float(row["tokens/s/user"]), 2), "bottleneck": bottleneck,

@@ -242,6 +242,31 @@ def cmd_bench_report(args: argparse.Namespace) -> None:
         print(f"wrote {args.output} ({len(pts)} points, {len({p.topology for p in pts})} topologies)", file=sys.stderr)
     else:
         print("no sweep points: no figure, accuracy table only", file=sys.stderr)
+    if args.profile:
+        _report_against_profile(args, sources)
+
+
+def _report_against_profile(args: argparse.Namespace, sources: list[tuple[str, str]]) -> None:
+    """``--profile``: the benchmarks' points against a performance profile (qdd perf profile's
+    JSON, or its ConfigMap's YAML): a second figure and table. Pure: no aiconfigurator needed."""
+    from .perf import report
+    from .perf.measured import MeasuredError, measured_points
+    from .perf.profile import CONFIGMAP_KEY, calibrate, load_profile
+
+    text = _read(args.profile)
+    try:
+        doc = yaml.safe_load(text)
+        prof = load_profile(doc["data"][CONFIGMAP_KEY] if isinstance(doc, dict) and doc.get("kind") == "ConfigMap"
+                            else text)
+        measured = [m for src, t in sources for m in measured_points(t, src)[1]]
+    except (MeasuredError, ValueError, KeyError, TypeError) as e:
+        print(f"error: {args.profile}: {e}", file=sys.stderr)
+        raise SystemExit(EXIT_INVALID) from None
+    prof = calibrate(prof, measured)
+    out = Path(args.output).with_name(Path(args.output).stem + "-vs-predicted.png")
+    report.figure(prof, out)
+    sys.stdout.write("\n" + report.table(prof))
+    print(f"wrote {out} ({len(measured)} measured points against {prof.database})", file=sys.stderr)
 
 
 def cmd_run(args: argparse.Namespace) -> None:
@@ -301,6 +326,9 @@ def parser() -> argparse.ArgumentParser:
     rep.add_argument("--configmap", action="append", help="NAMESPACE/NAME of a <benchmark>-results ConfigMap (repeatable)")
     rep.add_argument("-o", "--output", default="pareto.png", help="PNG to write (default pareto.png)")
     rep.add_argument("--table", help="write the markdown table here (default: stdout)")
+    rep.add_argument("--profile", help="a performance profile (qdd perf profile -o json or -o configmap) of the "
+                                       "benchmarked deployment: also plot and tabulate measured against predicted, "
+                                       "<output>-vs-predicted.png")
     rep.set_defaults(func=cmd_bench_report)
     pf = sub.add_parser("perf", help="performance profiles (needs the perf extra: NVIDIA aiconfigurator)")
     pfsub = pf.add_subparsers(dest="perf_command", required=True)

@@ -1,0 +1,143 @@
+"""The parts of the performance model that run without aiconfigurator: results → measured points,
+``qdd bench report --profile`` (measured against predicted), the SLO arithmetic on a committed
+profile, the CLI's error when the library is absent, and the profile ConfigMap example.
+
+The profile fixture tests/unit/data/perf-profile-qwen35-397b-4xdep2-1xdep8.json is
+``qdd perf profile -f examples/qwen35-397b-4xdep2-1xdep8.yaml`` (aiconfigurator 0.12.0);
+tests/contract/test_perf_model.py regenerates it and fails on a difference."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+
+import pytest
+import yaml
+
+from qdd import cli
+from qdd.perf import report, sizing
+from qdd.perf.measured import MeasuredError, measured_points
+from qdd.perf.profile import CONFIGMAP_KEY, calibrate, latency_at, load_profile, max_decode_concurrency
+
+from ..conftest import EXAMPLES, ROOT
+
+PROFILE = ROOT / "tests" / "unit" / "data" / "perf-profile-qwen35-397b-4xdep2-1xdep8.json"
+
+
+def _results(tpot_scale: float = 1.25, ttft_scale: float = 1.0) -> dict:
+    """A 4xDEP2-1xDEP8 benchmark that decodes 25% slower than the committed prediction."""
+    prof = load_profile(PROFILE.read_text())
+    sweep = []
+    for conc in (512, 1024):
+        tpot = latency_at(prof.decode, conc) * tpot_scale
+        rate = 0.92 * conc * 1000 / (tpot * prof.osl)
+        ttft = latency_at(prof.prefill, rate / 4) * ttft_scale
+        sweep.append({"concurrency": conc, "completed": round(rate * 600), "durationSeconds": 600.0,
+                      "ttftMs": {"p50": ttft}, "tpotMs": {"p50": tpot}, "totalTokensPerSecondPerGpu": 1.0,
+                      "outputTokensPerSecondPerUser": 1000 / tpot})
+    return {"benchmark": "sweep", "deployment": "qwen35-397b-4xdep2-1xdep8", "topology": "4xDEP2-1xDEP8",
+            "gpus": 16, "sweep": sweep}
+
+
+def test_measured_points_read_a_results_document():
+    dep, pts = measured_points(json.dumps(_results()), "r.json")
+    assert dep == "qwen35-397b-4xdep2-1xdep8" and [p.concurrency for p in pts] == [512, 1024]
+    assert (pts[0].prefill_endpoints, pts[0].decode_endpoints) == (4, 1)
+    assert pts[0].request_rate == pytest.approx(_results()["sweep"][0]["completed"] / 600.0)
+
+
+@pytest.mark.parametrize(("doc", "message"), [
+    ({"topology": "4xDEP2", "sweep": []}, "topology: '4xDEP2' is not of the form 4xDEP2-1xDEP8"),
+    ({"topology": "4xDEP2-1xDEP8", "sweep": [{"concurrency": 64}]}, "sweep[0]: 'completed' is missing"),
+    ({"topology": "4xDEP2-1xDEP8", "sweep": []}, "no sweep points"),
+])
+def test_measured_points_name_the_bad_key(doc, message):
+    with pytest.raises(MeasuredError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        measured_points(json.dumps(doc), "r.json")
+
+
+def test_comparison_reports_the_error_per_role():
+    prof = calibrate(load_profile(PROFILE.read_text()), measured_points(json.dumps(_results()), "r.json")[1])
+    rows = report.comparison(prof)
+    dec = [r for r in rows if r["role"] == "decode"]
+    assert [r["error"] for r in dec] == [0.25, 0.25]
+    pre = [r for r in rows if r["role"] == "prefill"]
+    assert all(abs(r["error"]) < 0.01 for r in pre)
+    assert "| sweep | 512 | decode (TPOT) | 512.0 requests |" in report.table(prof)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="the report extra (matplotlib) is a test dependency")
+def test_bench_report_plots_measured_against_predicted(tmp_path, capsys):
+    res = tmp_path / "results.json"
+    res.write_text(json.dumps(_results()))
+    out = tmp_path / "pareto.png"
+    cli.main(["bench", "report", "-f", str(res), "--profile", str(EXAMPLES / "perf" / "qwen35-397b-4xdep2-1xdep8-perf-profile.yaml"),
+              "-o", str(out)])
+    text = capsys.readouterr()
+    assert (tmp_path / "pareto-vs-predicted.png").stat().st_size > 10_000
+    assert "Measured against predicted (aiconfigurator 0.12.0" in text.out and "+25%" in text.out
+
+
+def test_calibration_by_a_benchmark_moves_the_autoscalers_answer():
+    """The committed prediction of the seed's DEP8: a benchmark 25% slower lowers the requests one
+    decode endpoint holds under a 40 ms TPOT."""
+    prof = load_profile(PROFILE.read_text())
+    cal = calibrate(prof, measured_points(json.dumps(_results()), "r.json")[1])
+    before, after = max_decode_concurrency(prof, 40.0), max_decode_concurrency(cal, 40.0)
+    assert 1500 < before < 2048 and after < before * 0.85
+
+
+def test_slo_arithmetic_on_the_committed_profile():
+    """P:D and GPUs from per-endpoint limits, as qdd plan --slo computes them (library-free part)."""
+    prof = load_profile(PROFILE.read_text())
+    o = sizing.Option("DEP2", "DEP8", 2, 8, profile=prof)
+    o.prefill_rate = 8.0
+    o.decode_concurrency = max_decode_concurrency(prof, 50.0)
+    o.decode_rate = sizing.decode_rate(prof, o.decode_concurrency, 0.92)
+    assert o.decode_rate == pytest.approx(0.92 * o.decode_concurrency * 1000 / (50.0 * prof.osl), rel=0.01)
+    sizing._fit_rate(o, 30.0, 0.92, 64)
+    assert (o.prefill_endpoints, o.decode_endpoints, o.gpus) == (4, 1, 16)
+    assert o.tpot_ms <= 50.0 and o.ttft_ms <= 750.3 and o.concurrency <= o.decode_concurrency
+    # the operating concurrency serves the rate, one request less does not
+    assert sizing.decode_rate(prof, o.concurrency, 0.92) >= 30.0 > sizing.decode_rate(prof, o.concurrency - 1, 0.92)
+    b = sizing.Option("DEP2", "DEP8", 2, 8, profile=prof, prefill_rate=8.0, decode_concurrency=o.decode_concurrency,
+                      decode_rate=o.decode_rate)
+    sizing._fit_budget(b, 24, 0.92)
+    assert b.gpus <= 24 and b.served == pytest.approx(min(b.prefill_endpoints * 8.0, b.decode_endpoints * b.decode_rate))
+
+
+def test_runners_up_say_why_they_lost():
+    def opt(pre: int, dec: int, pg: int, dg: int, served: float) -> sizing.Option:
+        return sizing.Option("A", "B", pg, dg, prefill_endpoints=pre, decode_endpoints=dec, served=served)
+    ok = [opt(3, 1, 4, 8, 49.0), opt(5, 1, 2, 8, 44.4), opt(5, 2, 2, 4, 44.4)]
+    sizing._explain(ok, by_rate=True)
+    assert [o.gpus for o in ok] == [18, 18, 20] and ok[0].served == 44.4
+    assert ok[1].lost == "same GPUs and rate, 7 endpoints vs 6" and ok[2].lost == "2 more GPUs"
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("ttft=500", "give both"), ("ttft=0,tpot=5", "not ttft=MS or tpot=MS"), ("latency=5,tpot=4", "not ttft=MS"),
+])
+def test_slo_parse_errors(text, message):
+    with pytest.raises(ValueError, match=message):
+        sizing.parse_slo(text)
+    assert sizing.parse_slo("tpot=40, ttft=1500ms") == sizing.Slo(1500.0, 40.0)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("aiconfigurator") is not None, reason="checks the venv without the extra")
+@pytest.mark.parametrize("args", [["--predict"], ["--slo", "ttft=1000,tpot=50", "--rate", "10"]])
+def test_without_the_extra_the_cli_says_how_to_install_it(args, capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["plan", "-f", str(EXAMPLES / "qwen35-397b-4xdep2-1xdep8.yaml"), *args])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and err == [
+        "error: the performance model needs NVIDIA's aiconfigurator, which is not installed: pip install 'qdd[perf]' "
+        "(aiconfigurator==0.12.0), or in a qdd checkout: make perf-venv, then hack/qdd-perf.sh"]
+
+
+def test_the_profile_configmap_example_is_the_committed_profile():
+    cm = yaml.safe_load((EXAMPLES / "perf" / "qwen35-397b-4xdep2-1xdep8-perf-profile.yaml").read_text())
+    assert cm["metadata"]["name"] == "qwen35-397b-4xdep2-1xdep8-perf-profile"
+    assert load_profile(cm["data"][CONFIGMAP_KEY]) == load_profile(PROFILE.read_text())
+    assert not math.isinf(latency_at(load_profile(PROFILE.read_text()).decode, 4344))

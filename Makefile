@@ -22,7 +22,7 @@ vllm-venv:
 cpu-engine-venv:
 	bash hack/cpu-engine-venv.sh
 
-setup: venv tools vllm-venv cpu-engine-venv
+setup: venv tools vllm-venv cpu-engine-venv perf-venv
 
 crds: venv
 	$(PY) -m qdd.cli crd -o crds/qdd.dev_qwendisaggdeployments.yaml

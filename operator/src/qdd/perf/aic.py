@@ -113,12 +113,14 @@ def _sdk() -> Any:
     from aiconfigurator.sdk.config import RuntimeConfig
     from aiconfigurator.sdk.config_builders import apply_nextn, build_model_config
     from aiconfigurator.sdk.moe_comm_resolver import resolve_model_config_moe_comm
+    from aiconfigurator.sdk.perf_database import PerfDataNotAvailableError
     from aiconfigurator.sdk.speculative import SpeculativeDecodingProfile
 
     return SimpleNamespace(inference_session=inference_session, models=models, perf_database=perf_database,
                            default_paths=perf_database.get_systems_paths(), get_backend=get_backend,
                            RuntimeConfig=RuntimeConfig, apply_nextn=apply_nextn, build_model_config=build_model_config,
-                           resolve_moe_comm=resolve_model_config_moe_comm, Speculative=SpeculativeDecodingProfile)
+                           resolve_moe_comm=resolve_model_config_moe_comm, Speculative=SpeculativeDecodingProfile,
+                           Missing=PerfDataNotAvailableError)
 
 
 @cache
@@ -184,8 +186,12 @@ class Database:
         mode, corr = ("static_ctx", PREFILL_CORRECTION) if role == "prefill" else ("static_gen", DECODE_CORRECTION)
         out = []
         for b in batches:
-            s = session.run_static(runtime_config=sdk.RuntimeConfig(batch_size=b, isl=isl, osl=osl), mode=mode,
-                                   latency_correction_scale=corr)
+            try:
+                s = session.run_static(runtime_config=sdk.RuntimeConfig(batch_size=b, isl=isl, osl=osl), mode=mode,
+                                       latency_correction_scale=corr)
+            except sdk.Missing as e:
+                raise NotInDatabase(f"{self.description}: {role} {topology_name(shape.dp, shape.tp, shape.ep)} of "
+                                    f"{self.model}: {e}") from None
             if spec is not None:
                 s = spec.project_summary(s, role=role)
             d = s.get_result_dict()
@@ -203,10 +209,13 @@ class Database:
         session = sdk.inference_session.DisaggInferenceSession(self.db, sdk.get_backend(self.backend), self.db,
                                                                sdk.get_backend(self.backend))
         session.set_latency_correction_scales(PREFILL_CORRECTION, DECODE_CORRECTION)
-        s = session.run_disagg(self.model, sdk.RuntimeConfig(isl=isl, osl=osl),
-                               self._config(prefill, "prefill", nextn), prefill_batch, prefill_endpoints,
-                               self._config(decode, "decode", nextn), decode_batch, decode_endpoints,
-                               speculative_profile=sdk.Speculative.from_inputs(nextn, accepted) if nextn else None)
+        try:
+            s = session.run_disagg(self.model, sdk.RuntimeConfig(isl=isl, osl=osl),
+                                   self._config(prefill, "prefill", nextn), prefill_batch, prefill_endpoints,
+                                   self._config(decode, "decode", nextn), decode_batch, decode_endpoints,
+                                   speculative_profile=sdk.Speculative.from_inputs(nextn, accepted) if nextn else None)
+        except sdk.Missing as e:
+            raise NotInDatabase(f"{self.description}: {self.model}: {e}") from None
         row = s.get_summary_df().iloc[0].to_dict()
         row["oom"] = bool(s.check_oom())
         return row

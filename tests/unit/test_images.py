@@ -162,7 +162,11 @@ def test_operator_image_is_this_wheel() -> None:
     text = (IMAGES / "operator" / "Dockerfile").read_text()
     assert text.count("\nFROM ") >= 2, "multi-stage"
     assert 'ENTRYPOINT ["qdd", "run"]' in text
-    assert 'pip wheel --no-cache-dir --wheel-dir /wheels ".[operator]"' in text
+    assert 'pip wheel --no-cache-dir --wheel-dir /wheels ".[${QDD_EXTRAS}]"' in text
+    # the operator alone by default; the perf extra (aiconfigurator) only when the build asks for it
+    assert arg_defaults(IMAGES / "operator" / "Dockerfile")["QDD_EXTRAS"] == {"operator"}
+    assert {"aiconfigurator==0.12.0", "aiconfigurator-core==0.12.0"} == set(tomllib.loads(
+        (ROOT / "operator" / "pyproject.toml").read_text())["project"]["optional-dependencies"]["perf"])
 
 
 @pytest.mark.parametrize("name", ["operator", "router"])

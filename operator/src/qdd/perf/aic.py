@@ -202,13 +202,20 @@ class Database:
         return out
 
     def disagg(self, prefill: Shape, prefill_batch: int, prefill_endpoints: int, decode: Shape, decode_batch: int,
-               decode_endpoints: int, isl: int, osl: int, nextn: int = 0, accepted: float | None = None) -> dict[str, Any]:
+               decode_endpoints: int, isl: int, osl: int, nextn: int = 0, accepted: float | None = None,
+               corrected: bool = True) -> dict[str, Any]:
         """aiconfigurator's rate-matched disaggregated estimate (its ``run_disagg``): one row of its
-        ``ColumnsDisagg`` (ttft, tpot ms; ``seq/s``; ``tokens/s/gpu`` = OUTPUT tokens; ``oom``)."""
+        ``ColumnsDisagg`` (ttft, tpot ms; ``seq/s``; ``tokens/s/gpu`` = OUTPUT tokens; ``oom``).
+        ``corrected=False``: without the library's empirical constants (latency corrections 1.1 /
+        1.08, rate-matching factors 0.9 / 0.92), kernels alone: how much of a gap they make."""
         sdk = _sdk()
         session = sdk.inference_session.DisaggInferenceSession(self.db, sdk.get_backend(self.backend), self.db,
                                                                sdk.get_backend(self.backend))
-        session.set_latency_correction_scales(PREFILL_CORRECTION, DECODE_CORRECTION)
+        if corrected:
+            session.set_latency_correction_scales(PREFILL_CORRECTION, DECODE_CORRECTION)
+        else:
+            session.set_latency_correction_scales(1.0, 1.0)
+            session.set_rate_matching_degradation_factors(1.0, 1.0)
         try:
             s = session.run_disagg(self.model, sdk.RuntimeConfig(isl=isl, osl=osl),
                                    self._config(prefill, "prefill", nextn), prefill_batch, prefill_endpoints,

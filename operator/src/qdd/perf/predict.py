@@ -39,12 +39,12 @@ from .profile import Point, latency_at, monotone
 from .profile import RoleProfile as _Role
 
 NOT_CAPTURED = (
-    "kernels newer than the database (measured on vLLM 0.24.0): the FlashInfer Blackwell GDN prefill kernel "
-    "(1.13x prefill throughput and -12% TTFT end to end in the seed's blog) and the async-scheduling fixes "
-    "(vLLM #45357, #48481) the seed needed to cross 25K tok/s/GPU",
+    "engine changes after the database's vLLM 0.24.0 (the seed ran a later nightly): async scheduling and its P/D "
+    "race fixes (vLLM #45357, #48481), newer kernel builds; the database times kernels, not the engine's scheduling",
     "NIXL transfer of KV blocks and GDN state from prefill to decode (counted as zero time)",
     "the router (vllm-router's proxying, the P/D handshake, its load balancing; requests are spread evenly)",
-    "queueing beyond aiconfigurator's constants (prefill x0.9, decode x0.92 throughput, TTFT x1.8 at load)",
+    "queueing beyond aiconfigurator's empirical constants (throughput x0.9 prefill, x0.92 decode; latency x1.1 "
+    "prefill, x1.08 decode; TTFT x1.8 at the rate-matched load)",
     "the random length spread: every request is the mean length",
 )
 

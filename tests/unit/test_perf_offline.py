@@ -114,6 +114,10 @@ def test_runners_up_say_why_they_lost():
     sizing._explain(ok, by_rate=True)
     assert [o.gpus for o in ok] == [18, 18, 20] and ok[0].served == 44.4
     assert ok[1].lost == "same GPUs and rate, 7 endpoints vs 6" and ok[2].lost == "2 more GPUs"
+    budget = [opt(6, 3, 2, 4, 51.8), opt(6, 1, 2, 8, 44.2), opt(4, 1, 4, 8, 44.2)]
+    sizing._explain(budget, by_rate=False)
+    assert [o.gpus for o in budget] == [24, 20, 24]
+    assert budget[1].lost == "serves 44.2 vs 51.8 req/s" and budget[2].lost == "serves 44.2 vs 51.8 req/s"
 
 
 @pytest.mark.parametrize(("text", "message"), [

@@ -210,7 +210,8 @@ def _explain(ok: list[Option], by_rate: bool) -> None:
         if by_rate and o.gpus > top.gpus:
             o.lost = f"{o.gpus - top.gpus} more GPUs"
         elif round(o.served, 2) < round(top.served, 2):
-            o.lost = f"{'same GPUs, ' if o.gpus == top.gpus else ''}less headroom ({o.served:.1f} vs {top.served:.1f} req/s)"
+            o.lost = (f"{'same GPUs, ' if o.gpus == top.gpus else ''}less headroom ({o.served:.1f} vs {top.served:.1f} req/s)"
+                      if by_rate else f"serves {o.served:.1f} vs {top.served:.1f} req/s")
         elif o.gpus > top.gpus:
             o.lost = f"same rate on {o.gpus} GPUs vs {top.gpus}"
         else:

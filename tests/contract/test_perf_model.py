@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from ..conftest import ROOT
+from ..unit.test_perf_offline import _results as slower_results
 
 VENV = ROOT / ".qdd" / "perf-venv" / "bin" / "python"
 
@@ -22,9 +23,11 @@ VENV = ROOT / ".qdd" / "perf-venv" / "bin" / "python"
 @pytest.fixture(scope="module")
 def checked(tmp_path_factory) -> tuple[dict, Path]:
     subprocess.run(["bash", str(ROOT / "hack" / "perf-venv.sh")], check=True, capture_output=True)
-    slo = tmp_path_factory.mktemp("perf") / "slo.yaml"
+    tmp = tmp_path_factory.mktemp("perf")
+    slo, results = tmp / "slo.yaml", tmp / "results.json"
+    results.write_text(json.dumps(slower_results()))
     env = {**os.environ, "PYTHONPATH": str(ROOT / "operator" / "src")}
-    out = subprocess.run([str(VENV), str(ROOT / "tests" / "contract" / "perf_check.py"), str(slo)], env=env,
+    out = subprocess.run([str(VENV), str(ROOT / "tests" / "contract" / "perf_check.py"), str(slo), str(results)], env=env,
                          capture_output=True, text=True, check=True, timeout=600)
     return json.loads(out.stdout.strip().splitlines()[-1]), slo
 
@@ -59,3 +62,14 @@ def test_a_model_or_gpu_the_database_lacks_is_a_clear_error(checked):
     assert errors["nvidia/Qwen3.5-397B-A17B-NVFP4@L4"].startswith("GPU kind L4: aiconfigurator has no system for it")
     h200 = errors["nvidia/Qwen3.5-397B-A17B-NVFP4@H200"]
     assert h200.startswith("aiconfigurator 0.12.0: h200_sxm / vllm 0.24.0") and "nvfp4" in h200
+
+
+def test_qdd_perf_profile_calibrate_takes_the_benchmark_in(checked):
+    """The benchmark decodes 25% slower than predicted at 512 and 1,024 requests: the profile the
+    CLI writes keeps them as measurements and answers from them."""
+    cal = checked[0]["calibrated"]
+    assert [m["concurrency"] for m in cal["measured"]] == [512, 1024]
+    dec = {p["load"]: p for p in cal["decode"]["points"]}
+    pred = {p["load"]: p for p in cal["decode"]["predicted"]}
+    assert dec[512.0]["source"] == "measured" and dec[512.0]["latencyMs"] == pytest.approx(1.25 * pred[512.0]["latencyMs"])
+    assert dec[4344.0]["source"] == "calibrated" and dec[4344.0]["latencyMs"] == pytest.approx(1.25 * pred[4344.0]["latencyMs"])

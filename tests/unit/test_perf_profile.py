@@ -130,3 +130,17 @@ def test_profile_module_imports_no_performance_library() -> None:
             "('aiconfigurator', 'aiconfigurator_core', 'pandas', 'numpy', 'kopf', 'kubernetes')]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_autoscalers_capacity_protocol():
+    """PerfProfile answers qdd.autoscale's CapacityProfile (issue 27): at the profile's own lengths
+    exactly the queries above; at other lengths to first order."""
+    p = _profile()
+    assert p.prefill_tokens_per_s(8192, 1000.0) == pytest.approx(3.0 * 8192)
+    # half the prompt: the 1000 ms target reads as 2000 ms at the profiled length → the last point
+    assert p.prefill_tokens_per_s(4096, 1000.0) == pytest.approx(4.0 * 8192)
+    assert p.decode_concurrency(8192, 1024, 22.0) == pytest.approx(640.0)
+    # twice the resident tokens: the KV capacity halves (5000 → 2500) and caps the answer
+    assert p.decode_concurrency(2 * 8192 + 512, 1024, 1000.0) == pytest.approx(2500.0)
+    with pytest.raises(ValueError, match="must be > 0"):
+        p.decode_concurrency(0, 1024, 20.0)

@@ -35,7 +35,9 @@ where they exist.
 
 Queries (the autoscaler's): :func:`latency_at`, :func:`max_load_under`,
 :func:`max_prefill_rate` (req/s per prefill endpoint under a TTFT target) and
-:func:`max_decode_concurrency` (requests per decode endpoint under a TPOT target).
+:func:`max_decode_concurrency` (requests per decode endpoint under a TPOT target); and, as methods,
+the autoscaler's capacity protocol: :meth:`PerfProfile.prefill_tokens_per_s` (isl, ttft_ms) and
+:meth:`PerfProfile.decode_concurrency` (isl, osl, tpot_ms), first order at other lengths.
 """
 
 from __future__ import annotations
@@ -155,6 +157,30 @@ class PerfProfile(_Model):
 
     def to_json(self) -> str:
         return self.model_dump_json(by_alias=True, indent=1)
+
+    # The autoscaler's capacity protocol (qdd.autoscale.types.CapacityProfile on branch issue-27),
+    # answered to first order at lengths other than the profile's own.
+
+    def prefill_tokens_per_s(self, isl: float, ttft_ms: float) -> float:
+        """Input tokens/s one prefill endpoint sustains at mean input ``isl`` with TTFT ≤
+        ``ttft_ms``. First order away from the profile's ISL: a prompt's prefill time is
+        proportional to its length, so the target is read at ``ttft_ms × profile.isl / isl`` and
+        the tokens/s are the profile's (attention's quadratic share is left out)."""
+        if isl <= 0 or ttft_ms <= 0:
+            raise ValueError(f"prefill_tokens_per_s: isl and ttft_ms must be > 0, got {isl}, {ttft_ms}")
+        return max_load_under(self.prefill, ttft_ms * self.isl / isl) * self.isl
+
+    def decode_concurrency(self, isl: float, osl: float, tpot_ms: float) -> float:
+        """Requests one decode endpoint holds with TPOT ≤ ``tpot_ms`` at mean lengths ``isl``/``osl``.
+        First order away from the profile's lengths: TPOT as profiled (its context-length share is
+        left out); the KV capacity (``max_load``) scaled by the resident tokens of a request at
+        mid-decode, (isl + osl / 2), profiled over asked."""
+        if isl <= 0 or osl <= 0 or tpot_ms <= 0:
+            raise ValueError(f"decode_concurrency: isl, osl and tpot_ms must be > 0, got {isl}, {osl}, {tpot_ms}")
+        cap = None if self.decode.max_load is None else \
+            self.decode.max_load * (self.isl + self.osl / 2) / (isl + osl / 2)
+        role = self.decode.model_copy(update={"max_load": cap})
+        return max_load_under(role, tpot_ms)
 
 
 def load_profile(text: str) -> PerfProfile:

@@ -145,3 +145,22 @@ def test_the_profile_configmap_example_is_the_committed_profile():
     assert cm["metadata"]["name"] == "qwen35-397b-4xdep2-1xdep8-perf-profile"
     assert load_profile(cm["data"][CONFIGMAP_KEY]) == load_profile(PROFILE.read_text())
     assert not math.isinf(latency_at(load_profile(PROFILE.read_text()).decode, 4344))
+
+
+def test_the_operator_calibrates_the_profile_configmap_once():
+    """What the benchmark reconciler applies when a benchmark of the deployment completes
+    (qdd.controller.benchmark._calibrate_profile): the measured points taken in, then nothing
+    more on the next pass."""
+    from qdd.perf.measured import calibrated_configmap
+
+    cm = yaml.safe_load((EXAMPLES / "perf" / "qwen35-397b-4xdep2-1xdep8-perf-profile.yaml").read_text())
+    new = calibrated_configmap(cm, json.dumps(_results()), "benchmark sweep")
+    assert new is not None and new["metadata"]["name"] == cm["metadata"]["name"]
+    assert new["metadata"]["labels"] == cm["metadata"]["labels"]
+    prof = load_profile(new["data"][CONFIGMAP_KEY])
+    assert [m.concurrency for m in prof.measured] == [512, 1024]
+    assert max_decode_concurrency(prof, 40.0) < max_decode_concurrency(load_profile(cm["data"][CONFIGMAP_KEY]), 40.0)
+    assert calibrated_configmap(new, json.dumps(_results()), "benchmark sweep") is None
+    other = {**_results(), "deployment": "qwen35-397b-5xdep2-1xdep8"}
+    with pytest.raises(MeasuredError, match="measured on qwen35-397b-5xdep2-1xdep8"):
+        calibrated_configmap(cm, json.dumps(other), "benchmark sweep")

@@ -152,7 +152,32 @@ class BenchmarkReconciler:
         have = self._get("v1", "ConfigMap", bench["metadata"]["namespace"], rb.results_name(name))
         if have is None or (have.get("data") or {}).get("results.json") != text:
             self.kube.apply(with_owner(rb.results_configmap(name, plan, text), bench))
+        if prog.complete and prog.sweep:
+            self._calibrate_profile(bench, spec.deployment_name, text)
         return rb.results_name(name)
+
+    def _calibrate_profile(self, bench: dict[str, Any], deployment: str, text: str) -> None:
+        """A finished benchmark's points into the deployment's performance profile, when it has one
+        (ConfigMap ``<deployment>-perf-profile``, written by ``qdd perf profile -o configmap``):
+        docs/performance-model.md#calibration. Imported here: the operator loads the profile code
+        only when a benchmark completes."""
+        from pydantic import ValidationError
+
+        from ..perf.measured import MeasuredError, calibrated_configmap
+        from ..perf.profile import configmap_name
+
+        ns = bench["metadata"]["namespace"]
+        cm = self._get("v1", "ConfigMap", ns, configmap_name(deployment))
+        if cm is None:
+            return
+        try:
+            new = calibrated_configmap(cm, text, f"benchmark {bench['metadata']['name']}")
+        except (MeasuredError, ValidationError, ValueError) as e:
+            log.warning("%s/%s: performance profile not calibrated: %s", ns, bench["metadata"]["name"], e)
+            return
+        if new is not None:
+            log.info("%s/%s: calibrating performance profile %s", ns, bench["metadata"]["name"], new["metadata"]["name"])
+            self.kube.apply(new)
 
     def _write(self, bench: dict[str, Any], facts: BenchFacts) -> str:
         old = bench.get("status") or {}

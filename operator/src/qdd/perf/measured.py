@@ -58,3 +58,27 @@ def measured_points(text: str, source: str) -> tuple[str, list[MeasuredPoint]]:
     if not out:
         raise MeasuredError(f"{source}: no sweep points (an accuracy-only benchmark calibrates nothing)")
     return str(doc.get("deployment") or ""), out
+
+
+def calibrated_configmap(cm: dict[str, Any], results_text: str, source: str) -> dict[str, Any] | None:
+    """The profile ConfigMap ``cm`` (``<deployment>-perf-profile``) with a finished benchmark's
+    ``results.json`` taken in, as the object to apply (name, namespace, labels, annotations,
+    ``data``), or None when it changes nothing. The operator calls this when a benchmark of the
+    deployment completes, so a running deployment's profile takes its measurements without
+    aiconfigurator. Raises MeasuredError (or pydantic's ValidationError for a bad profile)."""
+    from .profile import CONFIGMAP_KEY, calibrate, load_profile
+
+    text = (cm.get("data") or {}).get(CONFIGMAP_KEY)
+    if text is None:
+        raise MeasuredError(f"{source}: ConfigMap {cm.get('metadata', {}).get('name')}: no {CONFIGMAP_KEY} key")
+    prof = load_profile(text)
+    deployment, points = measured_points(results_text, source)
+    if deployment and deployment != prof.deployment:
+        raise MeasuredError(f"{source}: measured on {deployment}, the profile is {prof.deployment}'s")
+    new = calibrate(prof, points)
+    if new == prof:
+        return None
+    meta = cm.get("metadata") or {}
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {k: meta[k] for k in ("name", "namespace", "labels", "annotations") if meta.get(k)},
+            "data": {**(cm.get("data") or {}), CONFIGMAP_KEY: new.to_json()}}

@@ -164,3 +164,34 @@ def test_the_operator_calibrates_the_profile_configmap_once():
     other = {**_results(), "deployment": "qwen35-397b-5xdep2-1xdep8"}
     with pytest.raises(MeasuredError, match="measured on qwen35-397b-5xdep2-1xdep8"):
         calibrated_configmap(cm, json.dumps(other), "benchmark sweep")
+
+
+def test_the_benchmark_reconciler_applies_the_calibrated_profile():
+    """qdd.controller.benchmark: on a completed sweep it reads <deployment>-perf-profile and applies
+    the calibrated ConfigMap; without a profile ConfigMap, or with nothing new, it writes nothing."""
+    from qdd.controller.benchmark import BenchmarkReconciler
+
+    cm = yaml.safe_load((EXAMPLES / "perf" / "qwen35-397b-4xdep2-1xdep8-perf-profile.yaml").read_text())
+
+    class Double:  # the reconciler's two calls: _get (a ConfigMap by name) and kube.apply
+        def __init__(self, have):
+            self.have, self.applied = have, []
+            self.kube = self
+
+        def _get(self, api_version, kind, namespace, name):
+            assert (api_version, kind, namespace) == ("v1", "ConfigMap", "default")
+            return self.have if self.have and name == self.have["metadata"]["name"] else None
+
+        def apply(self, obj):
+            self.applied.append(obj)
+
+    bench = {"metadata": {"name": "sweep", "namespace": "default"}}
+    text = json.dumps(_results())
+    d = Double(cm)
+    BenchmarkReconciler._calibrate_profile(d, bench, "qwen35-397b-4xdep2-1xdep8", text)  # type: ignore[arg-type]
+    assert len(d.applied) == 1 and len(load_profile(d.applied[0]["data"][CONFIGMAP_KEY]).measured) == 2
+    again = Double(d.applied[0])
+    BenchmarkReconciler._calibrate_profile(again, bench, "qwen35-397b-4xdep2-1xdep8", text)  # type: ignore[arg-type]
+    none = Double(None)
+    BenchmarkReconciler._calibrate_profile(none, bench, "qwen35-397b-4xdep2-1xdep8", text)  # type: ignore[arg-type]
+    assert again.applied == [] and none.applied == []

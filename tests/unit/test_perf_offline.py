@@ -8,7 +8,7 @@ tests/contract/test_perf_model.py regenerates it and fails on a difference."""
 
 from __future__ import annotations
 
-import importlib.util
+import importlib.metadata
 import json
 import math
 
@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from qdd import cli
-from qdd.perf import report, sizing
+from qdd.perf import aic, report, sizing
 from qdd.perf.measured import MeasuredError, measured_points
 from qdd.perf.profile import CONFIGMAP_KEY, calibrate, latency_at, load_profile, max_decode_concurrency
 
@@ -67,7 +67,6 @@ def test_comparison_reports_the_error_per_role():
     assert "| sweep | 512 | decode (TPOT) | 512.0 requests |" in report.table(prof)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="the report extra (matplotlib) is a test dependency")
 def test_bench_report_plots_measured_against_predicted(tmp_path, capsys):
     res = tmp_path / "results.json"
     res.write_text(json.dumps(_results()))
@@ -129,9 +128,12 @@ def test_slo_parse_errors(text, message):
     assert sizing.parse_slo("tpot=40, ttft=1500ms") == sizing.Slo(1500.0, 40.0)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("aiconfigurator") is not None, reason="checks the venv without the extra")
 @pytest.mark.parametrize("args", [["--predict"], ["--slo", "ttft=1000,tpot=50", "--rate", "10"]])
-def test_without_the_extra_the_cli_says_how_to_install_it(args, capsys):
+def test_without_the_extra_the_cli_says_how_to_install_it(args, capsys, monkeypatch):
+    def absent(name: str) -> str:
+        raise importlib.metadata.PackageNotFoundError(name)
+    monkeypatch.setattr(importlib.metadata, "version", absent)  # as in a venv without the extra
+    aic._sdk.cache_clear()
     with pytest.raises(SystemExit) as e:
         cli.main(["plan", "-f", str(EXAMPLES / "qwen35-397b-4xdep2-1xdep8.yaml"), *args])
     err = capsys.readouterr().err.strip().splitlines()

@@ -30,7 +30,7 @@ crds: venv
 	cp crds/qdd.dev_qwendisaggdeployments.yaml crds/qdd.dev_qwendisaggbenchmarks.yaml charts/qdd-operator/files/crds/
 
 test: setup lint
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q --durations=40 tests
 
 # ruff (with a complexity bound), mypy (pydantic plugin) and the import-linter layer contracts,
 # all configured in operator/pyproject.toml.

@@ -97,7 +97,9 @@ def _resync_loop(r: Reconciler, queue: WorkQueue, stop: threading.Event, resync_
         except Exception as e:  # API hiccup: try again next period
             log.warning("resync: cannot list QwenDisaggDeployments: %s", e)
             continue
-        for key in keys:
+        # The managed ones no longer listed too: their pass finds them gone and releases what is held
+        # for them, whatever watch event was lost.
+        for key in sorted(set(keys) | set(r.managed)):
             metrics.TRIGGERS.labels("resync", labels.KIND, "").inc()
             queue.add(key)
         r.last_pass = time.monotonic()
@@ -201,10 +203,12 @@ def register(reconciler_factory: Any, resync_seconds: float, leader: Callable[[]
         metrics.TRIGGERS.labels("spec", labels.KIND, "").inc()
         reconcile(namespace, name)
 
+    # A deletion queues one more pass rather than forgetting here: that pass finds the resource gone
+    # and releases what is held for it (Reconciler.forget) after any pass of it still running, which
+    # would otherwise write its metrics' label sets again once they were removed.
     @kopf.on.delete(*CR, optional=True)
-    def on_delete(namespace: str | None, name: str | None, **_: Any) -> None:
-        if namespace and name:
-            state["r"].forget(namespace, name)
+    async def on_delete(namespace: str | None, name: str | None, **_: Any) -> None:
+        reconcile(namespace, name)
 
     # kopf calls the on.event handlers of an event before its create/update handlers (kopf's
     # processing of a resource event), so the pass that on_spec queues reads this event's spec.

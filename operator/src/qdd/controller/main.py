@@ -9,6 +9,7 @@ import kopf
 from prometheus_client import start_http_server
 
 from .bench_handlers import register_benchmarks
+from . import diagnostics
 from .benchmark import BenchmarkReconciler
 from .handlers import register
 from .kube import Kube
@@ -29,6 +30,7 @@ def run(namespaces: list[str] | None, metrics_port: int, liveness_port: int, res
     # Per-event handler success lines from kopf drown the useful ones; keep its warnings.
     logging.getLogger("kopf.objects").setLevel(os.environ.get("QDD_KOPF_LOG_LEVEL", "WARNING"))
     start_http_server(metrics_port)
+    diagnostics.install()
     if peering is None:
         register(lambda: Reconciler(Kube(), namespaces), resync_seconds, watch=watch)
         register_benchmarks(lambda: BenchmarkReconciler(Kube(), namespaces), resync_seconds)

@@ -13,7 +13,6 @@ import datetime as dt
 import logging
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +35,7 @@ from .kube import Kube
 from .rollout import (Rollout, decide, legacy_generation, pods_to_label, recorded_serving, router_settled, slot_of,
                       switched)
 from .peers import prefill_pod_uids, replaced, stale_decode_groups
+from .rendercache import RenderCache
 from .placement import INSUFFICIENT, Stuck, free_by_domain, placed, stuck_pods, unschedulable
 from .status import Observed, compute_status, ready_ignoring_rollout, rollout_status, status_patch
 
@@ -54,33 +54,18 @@ def _cond(status: dict[str, Any] | None, ctype: str) -> dict[str, Any]:
     return {}
 
 
-_RENDERED: OrderedDict[tuple[Any, ...], tuple[Plan | None, list[dict[str, Any]], list[str]]] = OrderedDict()
-_RENDERED_MAX = 512
-"""Plan and children of the last passes, by (uid, namespace, name, hash of the spec, gang): a pass
-of an unchanged resource (the resync, a child's status event) reuses them. Render is a pure
-function of exactly these (the uid for the owner reference); 45 ms of a 110 ms converged pass was
-planning and rendering (cProfile, bench/README.md)."""
-_RENDERED_LOCK = threading.Lock()
+Rendered = tuple[Plan | None, list[dict[str, Any]], list[str]]
+_RENDERED: RenderCache[Rendered] = RenderCache()
+"""Plan and children of the last passes, per resource (qdd.controller.rendercache)."""
 
 
-def _desired_cached(cr: dict[str, Any], gang: bool, slot: str = "a", serving: tuple[str, str] | None = None) -> tuple[
-        Plan | None, list[dict[str, Any]], list[str]]:
+def _desired_cached(cr: dict[str, Any], gang: bool, slot: str = "a", serving: tuple[str, str] | None = None) -> Rendered:
     """:func:`_desired`, reused for the same resource, spec, placement, slot and serving generation;
-    the caller gets copies."""
+    the caller gets copies. Render is a pure function of exactly these (the uid for the owner reference)."""
     meta = cr["metadata"]
-    k = (meta.get("uid"), meta.get("namespace"), meta.get("name"), cr.get("apiVersion"), cr.get("kind"),
-         content_hash(cr.get("spec"), 32), gang, slot, serving)
-    with _RENDERED_LOCK:
-        hit = _RENDERED.get(k)
-        if hit is not None:
-            _RENDERED.move_to_end(k)
-    if hit is None:
-        hit = _desired(cr, gang, slot, serving)
-        with _RENDERED_LOCK:
-            _RENDERED[k] = hit
-            while len(_RENDERED) > _RENDERED_MAX:
-                _RENDERED.popitem(last=False)
-    plan, desired, errors = hit
+    version = (meta.get("uid"), cr.get("apiVersion"), cr.get("kind"), content_hash(cr.get("spec"), 32))
+    plan, desired, errors = _RENDERED.get((meta.get("namespace") or "", meta.get("name") or ""), version,
+                                          (gang, slot, serving), lambda: _desired(cr, gang, slot, serving))
     return plan, copy.deepcopy(desired), list(errors)
 
 
@@ -167,8 +152,12 @@ class Reconciler:
                 self._pending.discard(k)
 
     def forget(self, namespace: str, name: str) -> None:
+        """The resource is gone: release everything held for it (its renders, the canary's answer,
+        its metrics' label sets). Called by the pass that finds it gone, which the work queue never
+        runs beside another pass of it, so no pass of it writes them again afterwards."""
         self.managed.discard((namespace, name))
         self.canary.forget(namespace, name)
+        _RENDERED.forget((namespace, name))
         metrics.MANAGED.set(len(self.managed))
         for role in ("prefill", "decode"):
             for g in (metrics.READY_ENDPOINTS, metrics.DESIRED_ENDPOINTS):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 
 import kopf
 from prometheus_client import start_http_server
@@ -42,9 +43,14 @@ def run(namespaces: list[str] | None, metrics_port: int, liveness_port: int, res
     # Namespaced mode peers through a KopfPeering in each watched namespace; qdd reads the first.
     where = namespaces[0] if namespaces else None
     clients: dict[str, Kube] = {}  # one client for the leadership reads, made on first use (after kopf starts)
+    made = threading.Lock()
 
     def read_peering() -> dict | None:
-        return clients.setdefault("kube", Kube()).peering_status(peering, where)
+        # Made once: ``setdefault("kube", Kube())`` built a client (discovery, connection pool) on every read.
+        with made:
+            if "kube" not in clients:
+                clients["kube"] = Kube()
+        return clients["kube"].peering_status(peering, where)
 
     leader = Leadership(read_peering, me, prio)
     logging.getLogger("qdd.peering").info("peering %s as %s with priority %d", peering, me, prio)

@@ -166,11 +166,18 @@ CONDITIONS: tuple[ConditionDoc, ...] = (
                                "domain", "-"),
                      ReasonDoc(R.NOT_REQUIRED, "True", "no multi-pod group: every endpoint is one pod", "-"),
                      ReasonDoc("Scheduling", "Unknown", "the scheduler has not placed every PodGroup yet", "wait"),
-                     ReasonDoc(R.INSUFFICIENT_NVLINK_DOMAIN_CAPACITY, "False", "no NVLink domain can hold a gang: the "
-                               "message has the GPUs and pods asked and the free GPUs per domain; `Ready` says the "
-                               "same and a Warning event is posted", "free GPUs in one domain, use fewer or smaller "
+                     ReasonDoc(R.INSUFFICIENT_NVLINK_DOMAIN_CAPACITY, "False", "the scheduler said a gang's pods "
+                               "lack GPUs (Insufficient nvidia.com/gpu, and no other cause): the message has the GPUs and "
+                               "pods asked and the free GPUs per domain; `Ready` says the same and a Warning event is "
+                               "posted. Never before the scheduler has said so", "free GPUs in one domain, use fewer or smaller "
                                "endpoints, or set spec.cluster.sameNVLinkDomain: false (one domain per group); the "
                                "scheduler retries when capacity frees"),
+                     ReasonDoc("Unschedulable", "False", "the scheduler marked a gang's pods Unschedulable for another "
+                               "cause it named (node selector or affinity, pod affinity, taint, DRA claim, cordoned "
+                               "nodes, CPU or memory; GPUs beside one of those): the message names the cause and quotes "
+                               "the scheduler", "fix what the scheduler names (e.g. spec.cluster.nodeAffinity, the "
+                               "engine pods' tolerations, the DRA driver); `Stalled` escalates it after "
+                               "spec.rollout.progressDeadlineSeconds"),
                      ReasonDoc("NoGangScheduling", "True or False", "the cluster does not serve the Workload API "
                                "(scheduling.k8s.io/v1alpha2): pods are kept in one NVLink domain by pod affinity, one "
                                "at a time, and a partial placement is possible; False while an engine pod is "

@@ -36,7 +36,8 @@ from .rollout import (Rollout, decide, legacy_generation, pods_to_label, recorde
                       switched)
 from .peers import prefill_pod_uids, replaced, stale_decode_groups
 from .rendercache import RenderCache
-from .placement import INSUFFICIENT, Stuck, free_by_domain, placed, stuck_pods, unschedulable
+from .placement import INSUFFICIENT, Stuck, free_by_domain, placed, stuck_pods
+from .schedfacts import said
 from .status import Observed, compute_status, ready_ignoring_rollout, rollout_status, status_patch
 
 log = logging.getLogger("qdd.reconcile")
@@ -83,12 +84,6 @@ def _desired(cr: dict[str, Any], gang: bool, slot: str = "a", serving: tuple[str
         log.exception("%s/%s: planning failed", cr["metadata"].get("namespace"), cr["metadata"].get("name"))
         return None, [], [f"spec: qdd could not plan this resource ({type(e).__name__}: {str(e)[:300]}); nothing was "
                           "applied; this is a qdd bug: report it with the resource"]
-
-
-def _any_unschedulable(pods: list[dict[str, Any]]) -> bool:
-    return any(not p["spec"].get("nodeName") and any(
-        c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"
-        for c in (p.get("status") or {}).get("conditions") or []) for p in pods)
 
 
 class _Steps:
@@ -375,19 +370,21 @@ class Reconciler:
 
     def _placed(self, plan: Plan, desired: list[dict[str, Any]], observed: list[dict[str, Any]]) -> tuple[
             bool | None, str, str]:
-        """The Placed condition; lists nodes and pods cluster-wide only when something is stuck."""
+        """The Placed condition, from what the scheduler said (qdd.controller.schedfacts); lists nodes and
+        pods cluster-wide only when it blamed GPUs."""
         groups = [o for o in observed if o["kind"] == "PodGroup"]
         pods = [o for o in observed if o["kind"] == "Pod"]
-        stuck = stuck_pods(pods, {})
         if not self.gang:
-            return placed(plan, False, [], groups, {"": Stuck(1, 0)} if _any_unschedulable(pods) else {}, None)
+            told = said(pods)
+            return placed(plan, False, [], groups, {"": Stuck(len(told.pods), 0, None, told)} if told else {}, None)
+        stuck = stuck_pods(pods, {}, groups)
         domains = None
-        if stuck or unschedulable(groups):
+        if any(s.said is not None and s.said.capacity_only for s in stuck.values()):
             capacity = self.kube.gpu_nodes_and_pods()
             if capacity is not None:
                 nodes, _ = capacity
                 stuck = stuck_pods(pods, {n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get(
-                    "nvidia.com/gpu.clique", "") for n in nodes})
+                    "nvidia.com/gpu.clique", "") for n in nodes}, groups)
                 domains = free_by_domain(*capacity)
         return placed(plan, True, [o["metadata"]["name"] for o in desired if o["kind"] == "PodGroup"], groups,
                       stuck, domains)

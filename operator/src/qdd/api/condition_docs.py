@@ -118,9 +118,15 @@ CONDITIONS: tuple[ConditionDoc, ...] = (
                      ReasonDoc(R.INVALID_SPEC, "False", "as `Progressing`", _FIX_SPEC),
                  )),
     ConditionDoc(C.STALLED, DEPLOYMENT, "kstatus's Stalled: the operator cannot make progress without a change of "
-                 "the spec.", (
+                 "the spec or of the cluster (docs/rollouts.md#stalled).", (
                      ReasonDoc(R.AS_EXPECTED, "False", "not stalled", "-"),
                      ReasonDoc(R.INVALID_SPEC, "True", _INVALID, _FIX_SPEC),
+                     ReasonDoc(R.PROGRESS_DEADLINE_EXCEEDED, "True", "no progress for spec.rollout."
+                               "progressDeadlineSeconds while the current generation does not serve: the message has "
+                               "the age and the cause the scheduler (its own words), the kubelet (a back-off) or the "
+                               "preflight stated, and whether an older generation keeps serving; one Warning event per "
+                               "stall", "fix the cause (the selector, affinity or taint the scheduler names, free GPUs, "
+                               "the image), or revert the edit: the serving generation is untouched"),
                  )),
     ConditionDoc(C.PLAN_VALID, DEPLOYMENT, "The spec plans (sizing, capacity, flags); status.plan holds the result.", (
         ReasonDoc(R.PLANNED, "True", "planned; the message has the GPUs and the topology", "-"),

@@ -27,7 +27,7 @@ from ..preflight.verdict import Thresholds
 from ..preflight.names import ROLE as PREFLIGHT_ROLE
 from ..render import render_all
 from . import metrics
-from ..canary import CanaryState, canary_events
+from ..canary import CanaryState
 from .canary import CanaryChecker
 from .children import diff, key, with_owner
 from .groups import group_states, groups_to_delete, pods_to_create
@@ -36,8 +36,10 @@ from .rollout import (Rollout, decide, legacy_generation, pods_to_label, recorde
                       switched)
 from .peers import prefill_pod_uids, replaced, stale_decode_groups
 from .rendercache import RenderCache
-from .placement import INSUFFICIENT, Stuck, free_by_domain, placed, stuck_pods
+from .events import transition_events
+from .placement import Stuck, free_by_domain, placed, stuck_pods
 from .schedfacts import said
+from .stall import seconds_to_check
 from .status import Observed, compute_status, ready_ignoring_rollout, rollout_status, status_patch
 
 log = logging.getLogger("qdd.reconcile")
@@ -221,7 +223,19 @@ class Reconciler:
             # in about half the runs without it). A pass that writes nothing is not requeued: a
             # deployment that waits (a gang without room) costs nothing between events.
             self.requeue((namespace, name), REQUEUE_AFTER_WRITE_S)
+        elif self.requeue is not None:
+            self._requeue_for_stall(namespace, name, plan, status)
         return "ready" if _cond(status, "Ready").get("status") == "True" else "progressing"
+
+    def _requeue_for_stall(self, namespace: str, name: str, plan: Plan, status: dict[str, Any]) -> None:
+        """A deployment that waits (nothing changes, so no watch event comes) is looked at again when its
+        progress deadline, then its startup budget, passes: Stalled is then set without waiting for the resync."""
+        record = status.get("progress")
+        if (self.requeue is None or not record or _cond(status, "Ready").get("status") == "True"
+                or _cond(status, "Stalled").get("status") == "True"):
+            return
+        self.requeue((namespace, name), seconds_to_check(record, _now(), plan.spec.rollout.progress_deadline_seconds,
+                                                         plan.spec.cluster.startup_timeout_seconds))
 
     def _rollout(self, cr: dict[str, Any], plan: Plan, observed: list[dict[str, Any]], legacy: str) -> Rollout:
         """This pass's step of a change of generation (qdd.controller.rollout)."""
@@ -390,19 +404,5 @@ class Reconciler:
                       stuck, domains)
 
     def _events(self, cr: dict[str, Any], old: dict[str, Any], new: dict[str, Any]) -> None:
-        was, now = _cond(old, "PlanValid"), _cond(new, "PlanValid")
-        if now.get("status") == "False" and (was.get("status") != "False" or was.get("message") != now.get("message")):
-            self.kube.event(cr, "Warning", "InvalidSpec", now["message"])
-        r_was, r_now = _cond(old, "Ready"), _cond(new, "Ready")
-        if r_now.get("status") == "True" and r_was.get("status") != "True":
-            self.kube.event(cr, "Normal", "Ready", r_now.get("message", ""))
-        p_was, p_now = _cond(old, "Placed"), _cond(new, "Placed")
-        if p_now.get("reason") == INSUFFICIENT and p_was.get("reason") != INSUFFICIENT:
-            self.kube.event(cr, "Warning", INSUFFICIENT, p_now.get("message", ""))
-        elif p_was.get("reason") == INSUFFICIENT and p_now.get("status") == "True":
-            self.kube.event(cr, "Normal", "Placed", p_now.get("message", ""))
-        for type_, reason, message in canary_events(old, new):
+        for type_, reason, message in transition_events(old, new):
             self.kube.event(cr, type_, reason, message)
-        cd_was, cd_now = _cond(old, "ComputeDomainReady"), _cond(new, "ComputeDomainReady")
-        if cd_now.get("status") == "True" and cd_was.get("status") == "False":
-            self.kube.event(cr, "Normal", "ComputeDomainReady", cd_now.get("message", ""))

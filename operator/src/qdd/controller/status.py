@@ -8,7 +8,7 @@ agree on them); ``Progressing``/``Degraded`` are the Argo-style pair; ``PlanVali
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .. import labels, names
@@ -21,6 +21,7 @@ from .groups import GroupState, pod_ready
 from .nodeloss import LostPod, lost_pods
 from .peers import prefill_pod_uids
 from .rollout import Rollout
+from .stall import progress, progress_key, stalled
 from .status_conditions import RoleCount, _Facts, conditions
 from .status_patch import drop_none, status_patch, without_times
 
@@ -199,6 +200,16 @@ def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs
                decode, _router_available(plan, obs, name), compute_domain_ready, kv,
                broken, _unschedulable(obs), peer_restart, placed if plan is not None else None, rollout, canary,
                _lost(obs))
+    record = None
+    if plan is not None:
+        r = rollout or {}
+        record = progress((cr.get("status") or {}).get("progress"), progress_key(
+            str(r.get("generation") or plan.generation), str(r.get("phase") or ""), (f.prefill.ready, f.decode.ready),
+            kv.status if kv is not None else "off", f.cd_ok, f.router_ok), now)
+        if not f.serving:
+            f = replace(f, stall=stalled(record, now, plan.spec.rollout.progress_deadline_seconds,
+                                         plan.spec.cluster.startup_timeout_seconds, obs.of_kind("Pod"),
+                                         kv.message if kv is not None and kv.status == "False" else None))
     p, d = f.prefill, f.decode
     status: dict[str, Any] = {
         "observedGeneration": f.generation,
@@ -213,6 +224,7 @@ def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs
         "peerRestart": peer_restart,
         "prefillPods": _prefill_record(cr, plan, obs) or None,
         "rollout": rollout if rollout is not None else (cr.get("status") or {}).get("rollout"),
+        "progress": record,
     }
     if plan is not None:
         status.update(_plan_status(plan, name, meta.get("namespace") or "default", kv, obs))

@@ -20,6 +20,7 @@ from ..plan import Plan
 from ..preflight.verdict import Verdict
 from .groups import GroupState
 from .nodeloss import LostPod
+from .stall import Stall, age_text
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,8 @@ class _Facts:
     """The canary (qdd.controller.canary); None: not considered (no CanaryPassed condition)."""
     lost: tuple[tuple[str, LostPod], ...] = ()
     """(role, pod) of the engine pods on a NotReady or unreachable node (qdd.controller.nodeloss)."""
+    stall: Stall | None = None
+    """No progress past spec.rollout.progressDeadlineSeconds, and why (qdd.controller.stall)."""
 
     @property
     def serving_current(self) -> bool:
@@ -203,8 +206,16 @@ def _progress(f: _Facts, ctype: str) -> dict[str, Any]:
 
 
 def _stalled(f: _Facts) -> dict[str, Any]:
-    return _cond(C.STALLED, not f.valid, Reason.AS_EXPECTED if f.valid else Reason.INVALID_SPEC,
-                 "" if f.valid else f.errors_text, f.generation)
+    if not f.valid:
+        return _cond(C.STALLED, True, Reason.INVALID_SPEC, f.errors_text, f.generation)
+    if f.stall is None or f.plan is None:
+        return _cond(C.STALLED, False, Reason.AS_EXPECTED, "", f.generation)
+    r = f.rollout
+    serving = (f"; generation {r['serving'].split('/')[0]} (slot {r['serving'].split('/')[1]}) keeps serving"
+               if r is not None and not f.serving_current and r.get("phase") != "Recreating" else "")
+    return _cond(C.STALLED, True, Reason.PROGRESS_DEADLINE_EXCEEDED,
+                 f"no progress for {age_text(f.stall.age_s)} (spec.rollout.progressDeadlineSeconds "
+                 f"{f.plan.spec.rollout.progress_deadline_seconds}): {f.stall.cause}{serving}; {f.counts}", f.generation)
 
 
 def _disruption(plan: Plan, generation: int | None) -> dict[str, Any]:

@@ -81,28 +81,53 @@ def recheck_workload_api(r: Reconciler) -> bool:
     return True
 
 
+TAKEOVER_POLL_S = 1.0
+"""With peering, how often a replica reads the peering object to learn that it now acts: the replica
+that takes over passes over every resource within this of the old leader's keep-alive expiring
+(issue 23: the standby's first write came 28.1 s after the leader's SIGKILL, 15.5 s of it waiting
+for its next resync). One GET per second per replica."""
+
+
+def _pass_all(r: Reconciler, queue: WorkQueue, cause: str) -> bool:
+    """Queue a pass for every resource listed, and for the managed ones no longer listed (their pass
+    finds them gone and releases what is held for them). False when the list failed."""
+    try:
+        keys = r.kube.list_crs(r.namespaces)
+    except Exception as e:  # API hiccup: try again next period
+        logging.getLogger("qdd.resync").warning("%s: cannot list QwenDisaggDeployments: %s", cause, e)
+        return False
+    for key in sorted(set(keys) | set(r.managed)):
+        metrics.TRIGGERS.labels(cause, labels.KIND, "").inc()
+        queue.add(key)
+    r.last_pass = time.monotonic()
+    return True
+
+
 def _resync_loop(r: Reconciler, queue: WorkQueue, stop: threading.Event, resync_seconds: float,
-                 leader: Callable[[], bool] | None = None) -> None:
-    """Every ``resync_seconds``, one more pass queued for every resource (until ``stop``); with peering,
-    only while ``leader()`` says this replica is the one kopf lets run (kopf pauses its handlers,
-    not this thread)."""
+                 leader: Callable[[], bool] | None = None, poll_s: float = TAKEOVER_POLL_S) -> None:
+    """Every ``resync_seconds``, one more pass queued for every resource (until ``stop``). With peering,
+    only while ``leader()`` says this replica is the one kopf lets run (kopf pauses its handlers, not
+    this thread), asked every ``poll_s``: the moment it starts to act (start-up or a takeover), a pass
+    for every resource at once, not at the next resync."""
     log = logging.getLogger("qdd.resync")
-    while not stop.wait(resync_seconds):
-        if leader is not None and not leader():
-            r.last_pass = time.monotonic()  # a paused replica is healthy, not stuck
-            continue
+    acting = leader is None
+    due = time.monotonic() + resync_seconds
+    while not stop.wait(resync_seconds if leader is None else min(poll_s, resync_seconds)):
+        if leader is not None:
+            if not leader():
+                acting = False
+                r.last_pass = time.monotonic()  # a paused replica is healthy, not stuck
+                continue
+            if not acting:
+                log.warning("this replica now acts (peering): a pass for every resource")
+                acting = _pass_all(r, queue, "takeover")
+                due = time.monotonic() + resync_seconds
+                continue
+            if time.monotonic() < due:
+                continue
+        due = time.monotonic() + resync_seconds
         recheck_workload_api(r)
-        try:
-            keys = r.kube.list_crs(r.namespaces)
-        except Exception as e:  # API hiccup: try again next period
-            log.warning("resync: cannot list QwenDisaggDeployments: %s", e)
-            continue
-        # The managed ones no longer listed too: their pass finds them gone and releases what is held
-        # for them, whatever watch event was lost.
-        for key in sorted(set(keys) | set(r.managed)):
-            metrics.TRIGGERS.labels("resync", labels.KIND, "").inc()
-            queue.add(key)
-        r.last_pass = time.monotonic()
+        _pass_all(r, queue, "resync")
 
 
 def _reconcile_age(state: Mapping[str, Any]) -> float:

@@ -76,6 +76,10 @@ CONDITIONS: tuple[ConditionDoc, ...] = (
                      ReasonDoc(R.INSUFFICIENT_NVLINK_DOMAIN_CAPACITY, "False", "see `Placed`", "see `Placed`"),
                      ReasonDoc(R.READY_COMPUTE_DOMAIN_NOT_READY, "False", "see `ComputeDomainReady`",
                                "see `ComputeDomainReady`"),
+                     ReasonDoc(R.PEER_RESTART_PENDING, "False", "prefill pods were replaced (a drain, a prefill roll): "
+                               "decode holds their old engines' NIXL state and is recycled once for the whole burst, when "
+                               "every prefill pod is back and Ready and none was replaced for the window (qdd run "
+                               "--peer-restart-window, 30 s); never Ready between", "wait"),
                      ReasonDoc(R.KV_TRANSFER_NOT_READY, "False", "every endpoint is Ready but the KV-transfer preflight "
                                "has not verified the transfer (the message has its verdict)", "see `KVTransferReady`"),
                      ReasonDoc(R.CANARY_PENDING, "False", "everything else is ready; the canary has not answered yet",

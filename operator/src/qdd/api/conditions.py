@@ -46,6 +46,8 @@ class Reason:
     """Degraded: an engine pod is on a NotReady or unreachable node, or stuck Terminating there
     (qdd.controller.nodeloss); the message says what frees it."""
     PEER_RESTARTED = "PeerRestarted"
+    PEER_RESTART_PENDING = "PeerRestartPending"
+    """Ready: prefill pods were replaced and decode's one recycle for the burst is still to come."""
     AS_EXPECTED = "AsExpected"
     PREFLIGHT_DISABLED = "PreflightDisabled"
     READY_COMPUTE_DOMAIN_NOT_READY = "ComputeDomainNotReady"

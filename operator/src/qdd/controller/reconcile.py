@@ -34,7 +34,7 @@ from .groups import group_states, groups_to_delete, pods_to_create
 from .kube import Kube
 from .rollout import (Rollout, decide, legacy_generation, pods_to_label, recorded_serving, router_settled, slot_of,
                       switched)
-from .peers import prefill_pod_uids, replaced, stale_decode_groups
+from .peers import BURST_WINDOW_S, burst, prefill_pod_uids, replaced, settled, stale_decode_groups
 from .rendercache import RenderCache
 from .events import transition_events
 from .placement import Stuck, free_by_domain, placed, stuck_pods
@@ -108,7 +108,7 @@ class _Steps:
 
 class Reconciler:
     def __init__(self, kube: Kube, namespaces: list[str] | None = None, gang: bool | None = None,
-                 canary: CanaryChecker | None = None):
+                 canary: CanaryChecker | None = None, peer_window_s: float = BURST_WINDOW_S):
         """``gang``: place through the Workload API (PodGroups); None asks the cluster's discovery
         once, here (:meth:`Kube.serves_workload_api`). ``canary``: sends the serving canary
         (default: to the router Services)."""
@@ -127,6 +127,8 @@ class Reconciler:
         self.requeue: Callable[[tuple[str, str], float], None] | None = None
         """Queue a pass later (the operator's work queue, qdd.controller.handlers); None: never."""
         self.last_pass = time.monotonic()
+        self.peer_window_s = peer_window_s
+        """qdd.controller.peers.BURST_WINDOW_S, or ``qdd run --peer-restart-window``."""
 
     def reconcile(self, namespace: str, name: str) -> None:
         """Reconcile now, or — if a pass for this resource is running — make it run once more."""
@@ -204,7 +206,7 @@ class Reconciler:
                             f"to it; generation {r.previous} is deleted once the router has rolled")
             plan, desired, view, states = self._target(cr, r, observed)
         step("plan")
-        peer_restart = self._recycle_peers_of_replaced_prefill(cr, plan, view, states)
+        peer_restart, peer_pending = self._recycle_peers_of_replaced_prefill(cr, plan, view, states)
         wrote = self._converge(cr, desired, view, states) or peer_restart is not None
         if wrote is None:
             return "gone"  # the namespace is being deleted: so is the custom resource
@@ -214,7 +216,7 @@ class Reconciler:
             observed = kube.list_children(namespace, name)
             _, _, view, states = self._target(cr, r, observed)
             step("read")
-        status = self._status(cr, plan, errors, desired, view, states, peer_restart, r)
+        status = self._status(cr, plan, errors, desired, view, states, peer_restart, r, peer_pending)
         step("status")
         if self.requeue is not None and wrote:
             # A pass that wrote is looked at again soon whatever the watches say (controller-runtime's
@@ -275,26 +277,35 @@ class Reconciler:
         return wrote or bool(todo)
 
     def _recycle_peers_of_replaced_prefill(self, cr: dict[str, Any], plan: Plan, observed: list[dict[str, Any]],
-                                           states: list[Any]) -> str | None:
+                                           states: list[Any]) -> tuple[str | None, dict[str, Any] | None]:
         """Delete the decode groups that may hold a replaced prefill engine's stale NIXL agent, where
-        the engine profile says decode does not drop it (qdd.controller.peers). The message, or None."""
+        the engine profile says decode does not drop it (qdd.controller.peers): once per burst of
+        replacements, when it has settled. (The message of a recycle done now, the burst still pending.)"""
         if plan.profile.nixl_recovers_peer_restart:
-            return None
-        recorded = (cr.get("status") or {}).get("prefillPods") or {}
-        gone = replaced(recorded, prefill_pod_uids(observed))
-        stale = stale_decode_groups(states, observed, gone)
+            return None, None
+        status, now = cr.get("status") or {}, _now()
+        gone = replaced(status.get("prefillPods") or {}, prefill_pod_uids(observed))
+        pending = burst(status.get("peerRestartPending"), gone, now)
+        if pending is None:
+            return None, None
+        wait = settled(pending, observed, plan.prefill.endpoints, now, self.peer_window_s)
+        if wait > 0:
+            if wait != float("inf") and self.requeue is not None:  # no event may come when the window ends
+                self.requeue((cr["metadata"]["namespace"], cr["metadata"]["name"]), wait + 0.5)
+            return None, pending
+        stale = stale_decode_groups(states, observed, pending["pods"])
         if not stale:
-            return None
+            return None, None
         namespace = cr["metadata"]["namespace"]
-        msg = (f"prefill pod {', '.join(gone)} replaced: recreating decode endpoint "
-               f"{', '.join(str(g.endpoint) for g in stale)}, which may hold the old engine's NIXL state (vLLM "
+        msg = (f"prefill pod {', '.join(pending['pods'])} replaced: recreating decode endpoint "
+               f"{', '.join(str(g.endpoint) for g in stale)}, which may hold the old engines' NIXL state (vLLM "
                f"{plan.profile.version} keeps it until engine_ttl; vllm#49238, vllm#58063)")
         self.kube.event(cr, "Warning", Reason.PEER_RESTARTED, msg)
         for g in stale:
             metrics.GROUP_RESTARTS.labels(g.role, "peer-restarted").inc()
             for pod in g.present:
                 self.kube.delete("v1", "Pod", namespace, pod)
-        return msg
+        return msg, None
 
     def _converge(self, cr: dict[str, Any], desired: list[dict[str, Any]], observed: list[dict[str, Any]],
                   states: list[Any]) -> bool | None:
@@ -342,7 +353,7 @@ class Reconciler:
     def _status_of(self, cr: dict[str, Any], plan: Plan | None, desired: list[dict[str, Any]],
                    observed: list[dict[str, Any]], states: list[Any], peer_restart: str | None,
                    rollout: Rollout | None, errors: list[str] | None = None,
-                   canary: CanaryState | None = None) -> dict[str, Any]:
+                   canary: CanaryState | None = None, peer_pending: dict[str, Any] | None = None) -> dict[str, Any]:
         """The status computed from what is observed (not written); ``canary``: its state, None for
         the status without it (qdd.controller.canary)."""
         cd_ready = None
@@ -358,20 +369,22 @@ class Reconciler:
                                                                      max_request_ms=pf.max_request_ms))
         return compute_status(cr, plan, errors or [], Observed({key(o): o for o in observed}, states), _now(), cd_ready,
                               kv, peer_restart, self._placed(plan, desired, observed) if plan is not None else None,
-                              rollout_status(rollout) if rollout is not None else None, canary)
+                              rollout_status(rollout) if rollout is not None else None, canary, peer_pending)
 
     def _status(self, cr: dict[str, Any], plan: Plan | None, errors: list[str], desired: list[dict[str, Any]],
                 observed: list[dict[str, Any]], states: list[Any], peer_restart: str | None = None,
-                rollout: Rollout | None = None) -> dict[str, Any]:
+                rollout: Rollout | None = None, peer_pending: dict[str, Any] | None = None) -> dict[str, Any]:
         """Compute the status from what is observed, write it when it changed, post the events and
         metrics of its transitions."""
         kube, namespace, name = self.kube, cr["metadata"]["namespace"], cr["metadata"]["name"]
-        status = self._status_of(cr, plan, desired, observed, states, peer_restart, rollout, errors)
+        status = self._status_of(cr, plan, desired, observed, states, peer_restart, rollout, errors,
+                                 peer_pending=peer_pending)
         # The canary goes out only when everything else is Ready (qdd.controller.canary).
         canary = self.canary.state(cr, plan, _cond(status, "Ready").get("status") == "True",
                                    dt.datetime.now(dt.timezone.utc))
         if canary is not None:
-            status = self._status_of(cr, plan, desired, observed, states, peer_restart, rollout, errors, canary)
+            status = self._status_of(cr, plan, desired, observed, states, peer_restart, rollout, errors, canary,
+                                     peer_pending)
         old = cr.get("status") or {}
         patch = status_patch(old, status)
         if patch is not None:

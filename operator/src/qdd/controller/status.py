@@ -19,7 +19,7 @@ from ..plan.summary import summary
 from ..preflight.verdict import Verdict
 from .groups import GroupState, pod_ready
 from .nodeloss import LostPod, lost_pods
-from .peers import prefill_pod_uids
+from .peers import pending_text, prefill_pod_uids
 from .rollout import Rollout
 from .stall import progress, progress_key, stalled
 from .status_conditions import RoleCount, _Facts, conditions
@@ -181,14 +181,16 @@ def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs
                    peer_restart: str | None = None,
                    placed: tuple[bool | None, str, str] | None = None,
                    rollout: dict[str, Any] | None = None,
-                   canary: CanaryState | None = None) -> dict[str, Any]:
+                   canary: CanaryState | None = None, peer_pending: dict[str, Any] | None = None) -> dict[str, Any]:
     """The whole ``.status``, a pure function of the resource and what was observed. ``errors``:
     plan errors (empty when the spec is valid). ``compute_domain_ready``: None when no
     ComputeDomain is used. ``kv``: the KV-transfer preflight's verdict, None when it is off.
     ``peer_restart``: why decode groups were recycled in this pass (a replaced prefill pod); kept
     in ``status.peerRestart`` until decode is all Ready again. ``placed``: the Placed condition's
     (status, reason, message), qdd.controller.placement. ``canary``: the canary's state
-    (qdd.controller.canary; None: not considered, as for the first computation of a pass)."""
+    (qdd.controller.canary; None: not considered, as for the first computation of a pass).
+    ``peer_pending``: a burst of prefill replacements whose decode recycle waits (qdd.controller.peers.burst),
+    kept in ``status.peerRestartPending``; Ready is False meanwhile."""
     meta = cr["metadata"]
     name = meta["name"]
     # A planned roll (pods of an older revision terminating) is progress, not degradation.
@@ -199,7 +201,7 @@ def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs
     f = _Facts(name, meta.get("generation"), plan, errors, _role_counts(cr, plan, obs, "prefill"),
                decode, _router_available(plan, obs, name), compute_domain_ready, kv,
                broken, _unschedulable(obs), peer_restart, placed if plan is not None else None, rollout, canary,
-               _lost(obs))
+               _lost(obs), peer_pending=pending_text(peer_pending) if peer_pending else None)
     record = None
     if plan is not None:
         r = rollout or {}
@@ -222,6 +224,7 @@ def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs
         "replicas": p.present_endpoints,
         "selector": f"{labels.DEPLOYMENT}={name},{labels.ROLE}=prefill",
         "peerRestart": peer_restart,
+        "peerRestartPending": peer_pending,
         "prefillPods": _prefill_record(cr, plan, obs) or None,
         "rollout": rollout if rollout is not None else (cr.get("status") or {}).get("rollout"),
         "progress": record,

@@ -70,6 +70,8 @@ class _Facts:
     """(role, pod) of the engine pods on a NotReady or unreachable node (qdd.controller.nodeloss)."""
     stall: Stall | None = None
     """No progress past spec.rollout.progressDeadlineSeconds, and why (qdd.controller.stall)."""
+    peer_pending: str | None = None
+    """A burst of prefill replacements whose one decode recycle is still to come (qdd.controller.peers)."""
 
     @property
     def serving_current(self) -> bool:
@@ -110,7 +112,8 @@ class _Facts:
     def serving(self) -> bool:
         """Everything but the canary is ready: the state in which the canary is sent."""
         return (self.valid and self.cd_ok and self.endpoints_ready and self.router_ok
-                and (self.kv is None or self.kv.passed) and self.serving_current and not self.replacing)
+                and (self.kv is None or self.kv.passed) and self.serving_current and not self.replacing
+                and self.peer_pending is None)
 
     @property
     def replacing(self) -> bool:
@@ -185,6 +188,8 @@ def _ready(f: _Facts) -> dict[str, Any]:
         reason, msg = Reason.GENERATION_ROLLING_OUT, (
             f"generation {r['generation']} (slot {r['slot']}) is coming up next to generation {prev or serving[0]} "
             f"(slot {serving[1]}), which serves until the new one is Ready; {why}new generation: {f.counts}")
+    elif f.peer_pending is not None:
+        reason, msg = Reason.PEER_RESTART_PENDING, f"{f.counts}; {f.peer_pending}"
     elif f.no_domain_fits and f.placed is not None:
         reason, msg = Reason.INSUFFICIENT_NVLINK_DOMAIN_CAPACITY, f"{f.counts}; {f.placed[2]}"
     elif not f.cd_ok:

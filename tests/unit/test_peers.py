@@ -165,6 +165,10 @@ def test_a_burst_waits_while_a_prefill_pod_is_missing_or_not_ready():
     r, cr, plan, objs, states, (victim,) = _setup()
     pending = {"pods": [victim], "since": "2020-01-01T00:00:00Z", "last": "2020-01-01T00:00:00Z"}
     assert settled(pending, objs, plan.prefill.endpoints, "2020-01-01T00:00:40Z") == 0
+    late = [dict(o, status={"phase": "Running", "conditions": [{"type": "Ready", "status": "True",
+                                                               "lastTransitionTime": "2020-01-01T00:00:20Z"}]})
+            if o["metadata"]["name"] == victim else o for o in objs]
+    assert settled(pending, late, plan.prefill.endpoints, "2020-01-01T00:00:40Z") == 10  # from turning Ready
     assert settled(pending, objs, plan.prefill.endpoints, "2020-01-01T00:00:10Z") == 20
     missing = [o for o in objs if o["metadata"]["name"] != victim]
     assert settled(pending, missing, plan.prefill.endpoints, "2020-01-01T01:00:00Z") == float("inf")

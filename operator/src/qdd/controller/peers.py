@@ -72,7 +72,7 @@ def burst(pending: dict[str, Any] | None, gone: list[str], now: str) -> dict[str
 def settled(pending: dict[str, Any], observed: list[dict[str, Any]], endpoints: int, now: str,
             window_s: float = BURST_WINDOW_S) -> float:
     """Seconds until the burst may be closed by recycling decode (0: now): every desired prefill pod is
-    there, not terminating and Ready, and nothing was replaced for ``window_s``. ``float('inf')`` while
+    there, not terminating and Ready, and none was replaced or turned Ready for ``window_s``. ``float('inf')`` while
     prefill pods are missing, terminating or starting (the burst goes on: a drain's next eviction)."""
     pods = [o for o in observed if o["kind"] == "Pod" and (o["metadata"].get("labels") or {}).get(labels.ROLE)
             == "prefill"]
@@ -80,7 +80,11 @@ def settled(pending: dict[str, Any], observed: list[dict[str, Any]], endpoints: 
         return float("inf")
     if len(pods) < endpoints or not all(pod_ready(o) for o in pods):
         return float("inf")
-    return max(0.0, _parse(str(pending["last"])) + window_s - _parse(now))
+    # The window runs from the burst's last replacement or the last prefill pod to turn Ready, whichever
+    # is later: a drain evicts the next pod only once the previous one's replacement is Ready.
+    became_ready = [_parse(str(c["lastTransitionTime"])) for o in pods for c in (o.get("status") or {}).get(
+        "conditions") or [] if c.get("type") == "Ready" and c.get("lastTransitionTime")]
+    return max(0.0, max([_parse(str(pending["last"])), *became_ready]) + window_s - _parse(now))
 
 
 def pending_text(pending: dict[str, Any], window_s: float = BURST_WINDOW_S) -> str:

@@ -84,12 +84,22 @@ def test_a_selector_nothing_matches_is_named_in_the_schedulers_words_and_not_bla
     assert "GPUs" not in msg and "no domain can hold it" not in msg
 
 
-def test_gpus_named_beside_another_cause_are_not_called_a_shortage():
+def test_gpus_named_beside_a_cause_checked_after_them_are_not_called_a_shortage():
     plan = plan_of(cr_of())
     g = f"{plan.name}-engines"
     stuck = stuck_pods(_waiting(plan, g, GPU_SHORT), {}, [])
     assert stuck[g].said is not None and stuck[g].said.causes == ("pod affinity", GPU_CAPACITY)
     assert placed(plan, True, [g], [], stuck, None)[1] == UNSCHEDULABLE
+
+
+def test_gpus_short_on_the_nodes_that_match_are_a_shortage_whatever_the_other_nodes_say():
+    """CPU nodes fail the selector before the GPU check: they were never candidates."""
+    plan = plan_of(cr_of())
+    g = f"{plan.name}-engines"
+    why = ("0/21 nodes are available: 3 node(s) didn't match Pod's node affinity/selector, 18 Insufficient "
+           "nvidia.com/gpu. preemption: 0/21 nodes are available: 21 Preemption is not helpful for scheduling.")
+    stuck = stuck_pods(_waiting(plan, g, why), {}, [])
+    assert placed(plan, True, [g], [], stuck, [])[1] == INSUFFICIENT
 
 
 def test_scheduler_messages_sorted_into_causes():

@@ -177,7 +177,8 @@ CONDITIONS: tuple[ConditionDoc, ...] = (
                      ReasonDoc(R.NOT_REQUIRED, "True", "no multi-pod group: every endpoint is one pod", "-"),
                      ReasonDoc("Scheduling", "Unknown", "the scheduler has not placed every PodGroup yet", "wait"),
                      ReasonDoc(R.INSUFFICIENT_NVLINK_DOMAIN_CAPACITY, "False", "the scheduler said a gang's pods "
-                               "lack GPUs (Insufficient nvidia.com/gpu, and no other cause): the message has the GPUs and "
+                               "lack GPUs (Insufficient nvidia.com/gpu on the nodes that pass its selector and taint checks, no "
+                               "pod affinity, DRA claim or CPU/memory cause beside it): the message has the GPUs and "
                                "pods asked and the free GPUs per domain; `Ready` says the same and a Warning event is "
                                "posted. Never before the scheduler has said so", "free GPUs in one domain, use fewer or smaller "
                                "endpoints, or set spec.cluster.sameNVLinkDomain: false (one domain per group); the "

@@ -35,7 +35,9 @@ CAUSES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("CPU or memory", ("insufficient cpu", "insufficient memory", "insufficient ephemeral-storage")),
 )
 """(cause, lower-case phrases of the scheduler's messages that state it), in the order they are named."""
-GANG_FOLLOWS = ("pod group is unschedulable", "waiting for minCount pods")
+AFTER_FIT = ("pod affinity", "DRA claim", "CPU or memory")
+"""Causes that block a node the GPU check passed (or, for CPU/memory, the same check): beside GPUs,
+they make the shortage not the only reason."""
 
 
 def causes_of(message: str) -> tuple[str, ...]:
@@ -64,8 +66,15 @@ class Said:
 
     @property
     def capacity_only(self) -> bool:
-        """The scheduler blamed GPUs and nothing else: the one case qdd may call a capacity shortage."""
-        return self.causes == (GPU_CAPACITY,)
+        """The scheduler blamed GPUs, and nothing that could block the nodes that have them: the one case
+        qdd calls a capacity shortage. The scheduler reports one reason per node, its first failing filter
+        (framework RunFilterPlugins), in the order NodeUnschedulable, TaintToleration, NodeAffinity, ...,
+        NodeResourcesFit, ..., InterPodAffinity, DynamicResources (pkg/scheduler/apis/config/v1/
+        default_plugins.go). So the nodes it counts as short of GPUs passed the taint, selector and
+        cordon checks, and the nodes counted under those (CPU-only nodes, another pool) were never
+        candidates; a cause checked after the GPUs (pod affinity, a DRA claim) or CPU/memory is a
+        second cause, and then no shortage is claimed."""
+        return GPU_CAPACITY in self.causes and not set(self.causes) & set(AFTER_FIT)
 
     @property
     def text(self) -> str:

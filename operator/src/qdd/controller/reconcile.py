@@ -22,9 +22,6 @@ from ..api.conditions import Reason
 from ..errors import SpecError
 from ..hashing import content_hash
 from ..plan import Plan, build_plan
-from ..preflight.observe import kv_transfer_verdict
-from ..preflight.verdict import Thresholds
-from ..preflight.names import ROLE as PREFLIGHT_ROLE
 from ..render import render_all
 from . import metrics
 from ..canary import CanaryState
@@ -37,9 +34,8 @@ from .rollout import (Rollout, decide, legacy_generation, pods_to_label, recorde
 from .peers import BURST_WINDOW_S, burst, prefill_pod_uids, replaced, settled, stale_decode_groups
 from .rendercache import RenderCache
 from .events import transition_events
-from .placement import Stuck, free_by_domain, placed, stuck_pods
-from .schedfacts import said
 from .stall import seconds_to_check
+from .status_inputs import Inputs, status_inputs
 from .status import Observed, compute_status, ready_ignoring_rollout, rollout_status, status_patch
 
 log = logging.getLogger("qdd.reconcile")
@@ -350,26 +346,20 @@ class Reconciler:
             wrote = True
         return wrote
 
+    def _inputs(self, plan: Plan | None, desired: list[dict[str, Any]], observed: list[dict[str, Any]]) -> Inputs:
+        return status_inputs(self.kube, self.gang, plan, desired, observed)
+
     def _status_of(self, cr: dict[str, Any], plan: Plan | None, desired: list[dict[str, Any]],
                    observed: list[dict[str, Any]], states: list[Any], peer_restart: str | None,
                    rollout: Rollout | None, errors: list[str] | None = None,
-                   canary: CanaryState | None = None, peer_pending: dict[str, Any] | None = None) -> dict[str, Any]:
+                   canary: CanaryState | None = None, peer_pending: dict[str, Any] | None = None,
+                   inputs: Inputs | None = None) -> dict[str, Any]:
         """The status computed from what is observed (not written); ``canary``: its state, None for
-        the status without it (qdd.controller.canary)."""
-        cd_ready = None
-        if plan is not None and plan.compute_domain:
-            cd = next((o for o in observed if o["kind"] == "ComputeDomain"
-                       and o["metadata"]["name"] == names.compute_domain(plan.name, plan.slot)), None)
-            cd_ready = cd is not None and (cd.get("status") or {}).get("status") == "Ready"
-        preflight = [o for o in desired if o["metadata"]["labels"].get(labels.ROLE) == PREFLIGHT_ROLE]
-        kv = None
-        if plan is not None and preflight:
-            pf = plan.spec.kv_transfer.preflight
-            kv = kv_transfer_verdict(preflight, observed, Thresholds(min_bulk_gbps=pf.min_bulk_gbps,
-                                                                     max_request_ms=pf.max_request_ms))
+        the status without it (qdd.controller.canary); ``inputs``: :meth:`_inputs`, when already known."""
+        cd_ready, kv, placed_now = inputs if inputs is not None else self._inputs(plan, desired, observed)
         return compute_status(cr, plan, errors or [], Observed({key(o): o for o in observed}, states), _now(), cd_ready,
-                              kv, peer_restart, self._placed(plan, desired, observed) if plan is not None else None,
-                              rollout_status(rollout) if rollout is not None else None, canary, peer_pending)
+                              kv, peer_restart, placed_now, rollout_status(rollout) if rollout is not None else None,
+                              canary, peer_pending)
 
     def _status(self, cr: dict[str, Any], plan: Plan | None, errors: list[str], desired: list[dict[str, Any]],
                 observed: list[dict[str, Any]], states: list[Any], peer_restart: str | None = None,
@@ -377,14 +367,15 @@ class Reconciler:
         """Compute the status from what is observed, write it when it changed, post the events and
         metrics of its transitions."""
         kube, namespace, name = self.kube, cr["metadata"]["namespace"], cr["metadata"]["name"]
+        inputs = self._inputs(plan, desired, observed)
         status = self._status_of(cr, plan, desired, observed, states, peer_restart, rollout, errors,
-                                 peer_pending=peer_pending)
+                                 peer_pending=peer_pending, inputs=inputs)
         # The canary goes out only when everything else is Ready (qdd.controller.canary).
         canary = self.canary.state(cr, plan, _cond(status, "Ready").get("status") == "True",
                                    dt.datetime.now(dt.timezone.utc))
         if canary is not None:
             status = self._status_of(cr, plan, desired, observed, states, peer_restart, rollout, errors, canary,
-                                     peer_pending)
+                                     peer_pending, inputs)
         old = cr.get("status") or {}
         patch = status_patch(old, status)
         if patch is not None:
@@ -394,27 +385,6 @@ class Reconciler:
             metrics.READY_ENDPOINTS.labels(namespace, name, role).set(status[role]["readyEndpoints"])
             metrics.DESIRED_ENDPOINTS.labels(namespace, name, role).set(status[role]["endpoints"])
         return status
-
-    def _placed(self, plan: Plan, desired: list[dict[str, Any]], observed: list[dict[str, Any]]) -> tuple[
-            bool | None, str, str]:
-        """The Placed condition, from what the scheduler said (qdd.controller.schedfacts); lists nodes and
-        pods cluster-wide only when it blamed GPUs."""
-        groups = [o for o in observed if o["kind"] == "PodGroup"]
-        pods = [o for o in observed if o["kind"] == "Pod"]
-        if not self.gang:
-            told = said(pods)
-            return placed(plan, False, [], groups, {"": Stuck(len(told.pods), 0, None, told)} if told else {}, None)
-        stuck = stuck_pods(pods, {}, groups)
-        domains = None
-        if any(s.said is not None and s.said.capacity_only for s in stuck.values()):
-            capacity = self.kube.gpu_nodes_and_pods()
-            if capacity is not None:
-                nodes, _ = capacity
-                stuck = stuck_pods(pods, {n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get(
-                    "nvidia.com/gpu.clique", "") for n in nodes}, groups)
-                domains = free_by_domain(*capacity)
-        return placed(plan, True, [o["metadata"]["name"] for o in desired if o["kind"] == "PodGroup"], groups,
-                      stuck, domains)
 
     def _events(self, cr: dict[str, Any], old: dict[str, Any], new: dict[str, Any]) -> None:
         for type_, reason, message in transition_events(old, new):

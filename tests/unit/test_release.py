@@ -123,7 +123,7 @@ def test_work_queue_holds_nothing_of_a_key_once_its_passes_are_done():
         while time.monotonic() < deadline and (q._failures or q._delayed or outcomes["fail"]):
             time.sleep(0.05)
         assert wait_idle(q, 5)
-        assert q._failures == {} and q._delayed == set() and q._queued == set() and q._processing == set()
+        assert q._failures == {} and q._delayed == {} and q._queued == set() and q._processing == set()
         assert len(q._queue) == 0
     finally:
         q.stop()

@@ -39,7 +39,7 @@ class WorkQueue:
         self._queued: set[Key] = set()      # in _queue, or asked for again while processing
         self._processing: set[Key] = set()
         self._failures: dict[Key, int] = {}
-        self._delayed: set[Key] = set()     # an add_after of it is waiting
+        self._delayed: dict[Key, float] = {}  # the earliest add_after of it that is waiting: its time
         self._stopped = False
         self._threads = [threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True) for i in range(workers)]
 
@@ -70,19 +70,23 @@ class WorkQueue:
                 self._cond.notify()
 
     def add_after(self, key: Key, seconds: float) -> None:
-        """:meth:`add` in ``seconds``; a no-op while an earlier one for ``key`` is waiting, so the
-        triggers of one window collapse into one pass (client-go's AddAfter)."""
+        """:meth:`add` in ``seconds``; a no-op while one for ``key`` is waiting that comes no later, so
+        the triggers of one window collapse into one pass; an earlier one replaces a later one (client-go's
+        AddAfter keeps the earliest): a stall check due in ten minutes must not hold back a child's event."""
+        at = time.monotonic() + seconds
         with self._cond:
-            if key in self._delayed:
+            if self._delayed.get(key, float("inf")) <= at:
                 return
-            self._delayed.add(key)
-        t = threading.Timer(seconds, self._add_delayed, args=(key,))
+            self._delayed[key] = at
+        t = threading.Timer(seconds, self._add_delayed, args=(key, at))
         t.daemon = True
         t.start()
 
-    def _add_delayed(self, key: Key) -> None:
+    def _add_delayed(self, key: Key, at: float) -> None:
         with self._cond:
-            self._delayed.discard(key)
+            if self._delayed.get(key) != at:
+                return  # replaced by an earlier one, which has queued the pass
+            del self._delayed[key]
         self.add(key)
 
     def _get(self) -> Key | None:

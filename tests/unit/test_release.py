@@ -185,3 +185,22 @@ def test_custom_resource_cache_releases_a_deleted_resource(how):
     else:  # Kube.confirm_cr's answer 404: what it stores
         crs.apply_event("DELETED", {"kind": labels.KIND, "metadata": {"name": "x", "namespace": "ns"}}, notify=False)
     assert len(crs) == 0 and crs._by_owner == {}
+
+
+def test_delayed_adds_hold_no_thread_each():
+    """A thousand delayed adds (child events, stall checks) use the queue's one delaying thread."""
+    q = WorkQueue(lambda ns, n: None, 1)
+    q.start()
+    try:
+        before = threading.active_count()
+        for i in range(1000):
+            q.add_after(("ns", f"r{i}"), 60.0)
+            q.add_after(("ns", f"r{i}"), 0.01)  # supersedes: the 60 s entry is skipped when its time comes
+        assert threading.active_count() == before
+        assert wait_idle(q, 5)
+        deadline = time.monotonic() + 5
+        while q._delayed and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert q._delayed == {}
+    finally:
+        q.stop()

@@ -115,6 +115,15 @@ bench-scale: venv tools
 	kubectl apply --server-side --force-conflicts -f crds/qdd.dev_qwendisaggdeployments.yaml
 	QDD_CANARY_URL_OVERRIDE=$$(cat .qdd/clusters/$${QDD_SCALE_CLUSTER:-qdd-scale}/fake-canary-router.url) $(PY) bench/scale.py
 
+# Create/delete churn of the five seed examples for an hour (SOAK_MINUTES), RSS per cycle, heap
+# snapshots diffed between the tenth and the last cycle (bench/soak.py). Its own cluster (QDD_SOAK_CLUSTER).
+.PHONY: bench-soak
+bench-soak: venv tools
+	QDD_CLUSTER=$${QDD_SOAK_CLUSTER:-qdd-soak} QDD_RACKS=$${QDD_RACKS:-2} bash hack/cluster-up.sh
+	kubectl apply --server-side --force-conflicts -f crds/qdd.dev_qwendisaggdeployments.yaml
+	QDD_CANARY_URL_OVERRIDE=$$(cat .qdd/clusters/$${QDD_SOAK_CLUSTER:-qdd-soak}/fake-canary-router.url) $(PY) bench/soak.py \
+	  --minutes $${SOAK_MINUTES:-60} --label $${SOAK_LABEL:-run} $${SOAK_OUT:+--out $$SOAK_OUT}
+
 # KV-transfer preflight between two GPUs of one host, serve on GPU 0 and fetch on GPU 1, NVLink and
 # TCP-only (bench/README.md). Needs two NVLink-connected GPUs, torch and nixl (or nixl wheels in .whl/);
 # in this project's workplace it runs on the lent nvidia-h200-x2 through the device tool.

@@ -213,6 +213,9 @@ def wait_established(kube: Kube, *crds: str) -> None:
                       timeout=90, interval=0.5, desc=f"CRD {crd} Established")
 
 
+PEER_RESTART_WINDOW_S = 8.0
+
+
 @pytest.fixture(scope="module")
 def operator(kube: Kube):
     """The CRD installed and the operator (`qdd run`) running as a local process for one test module."""
@@ -223,7 +226,8 @@ def operator(kube: Kube):
                  str(REPO / "crds" / "qdd.dev_qwendisaggbenchmarks.yaml"))
     wait_established(kube, "qwendisaggdeployments.qdd.dev")
     wait_established(kube, "qwendisaggbenchmarks.qdd.dev")
-    op = OperatorProcess(kube)
+    # A short peer-restart window (default 30 s) keeps the peer-restart tests quick.
+    op = OperatorProcess(kube, args=("--peer-restart-window", str(PEER_RESTART_WINDOW_S)))
     op.start()
     yield op
     op.stop()

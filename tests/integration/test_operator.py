@@ -253,11 +253,13 @@ def test_capacity_impossible_cr_reports_numbers(kube, operator, namespace):
 
 
 
-def test_replaced_prefill_pod_recycles_the_decode_group_that_may_hold_its_nixl_agent(kube, operator, namespace):
-    """Injected: one prefill pod deleted while decode runs (the StatefulSet replaces it: same name,
-    new pod, new IP). vLLM 0.33's decode keeps the old engine's NIXL agent (vllm#49238, #58063), so
-    qdd recreates the decode group: Degraded/PeerRestarted, an event, then Ready; prefill untouched
-    otherwise; nothing orphaned or duplicated."""
+def test_a_burst_of_prefill_replacements_recycles_decode_once_and_is_never_ready_between(kube, operator, namespace):
+    """Injected: two prefill pods replaced one after the other, as a drain of their tray does (the
+    second evicted once the first's replacement is Ready, under the PodDisruptionBudget). vLLM 0.33's
+    decode keeps the old engines' NIXL agents (vllm#49238, #58063), so qdd recreates the decode group:
+    once for the burst (issue 23: it was once per replaced pod, Ready between), when every prefill pod
+    is back and none was replaced for the window; Ready=False (PeerRestartPending) from the first
+    replacement until decode is back; prefill untouched otherwise; nothing orphaned or duplicated."""
     cr = cr_of(SEED, namespace)
     name = cr["metadata"]["name"]
     kube.apply(cr)
@@ -265,24 +267,48 @@ def test_replaced_prefill_pod_recycles_the_decode_group_that_may_hold_its_nixl_a
     assert len(obj["status"]["prefillPods"]) == 4  # the record replacements are told apart by
     decode_before = uids(pods(kube, name, namespace, "decode"))
     prefill_before = uids(pods(kube, name, namespace, "prefill"))
-    victim = f"{name}-prefill-1"
+    victims = [f"{name}-prefill-1", f"{name}-prefill-2"]
     restarts_before = operator.counter("qdd_group_restarts_total", role="decode", cause="peer-restarted")
-    kube.kubectl("delete", "pod", victim, "-n", namespace, "--wait=false")
+    seen: list[tuple[str, str]] = []  # (Ready status, reason) after the first replacement
 
-    def recycled():
+    def ready_now() -> None:
+        c = _ready_cond(kube.get("qwendisaggdeployment", name, namespace))
+        seen.append((c.get("status", ""), c.get("reason", "")))
+
+    def replaced_and_ready(victim: str) -> bool:
+        ready_now()
+        p = next((p for p in pods(kube, name, namespace, "prefill") if p["metadata"]["name"] == victim), None)
+        return p is not None and p["metadata"]["uid"] != prefill_before[victim] and any(
+            c["type"] == "Ready" and c["status"] == "True" for c in (p.get("status") or {}).get("conditions") or [])
+
+    kube.kubectl("delete", "pod", victims[0], "-n", namespace, "--wait=false")
+    kube.wait_for(lambda: replaced_and_ready(victims[0]), timeout=READY_TIMEOUT, interval=0.2,
+                  desc="the first prefill replacement Ready")
+    kube.kubectl("delete", "pod", victims[1], "-n", namespace, "--wait=false")
+
+    def recycled() -> bool:
+        ready_now()
         live = [p for p in pods(kube, name, namespace, "decode") if not p["metadata"].get("deletionTimestamp")]
         return len(live) == 2 and not set(uids(live).values()) & set(decode_before.values())
     kube.wait_for(recycled, timeout=READY_TIMEOUT, interval=0.2, desc="decode group recreated with new UIDs")
+    assert ("True", "AllEndpointsReady") not in seen, seen  # never Ready inside the burst
+    assert ("False", "PeerRestartPending") in seen, seen
     obj = wait_ready(kube, name, namespace)
     assert operator.counter("qdd_group_restarts_total", role="decode", cause="peer-restarted") == restarts_before + 1
     events = kube.get("events", namespace=namespace)["items"]
     [ev] = [e for e in events if e["reason"] == "PeerRestarted"]
-    assert victim in ev["message"] and "decode endpoint 0" in ev["message"] and ev["type"] == "Warning"
+    assert all(v in ev["message"] for v in victims) and "decode endpoint 0" in ev["message"] and ev["type"] == "Warning"
     after = uids(pods(kube, name, namespace, "prefill"))
-    assert after.keys() == prefill_before.keys() and after[victim] != prefill_before[victim]
-    assert {k: v for k, v in after.items() if k != victim} == {k: v for k, v in prefill_before.items() if k != victim}
+    assert after.keys() == prefill_before.keys() and all(after[v] != prefill_before[v] for v in victims)
+    assert {k: v for k, v in after.items() if k not in victims} == \
+        {k: v for k, v in prefill_before.items() if k not in victims}
     assert obj["status"]["prefillPods"] == after and "peerRestart" not in obj["status"]
+    assert "peerRestartPending" not in obj["status"]
     assert len(pods(kube, name, namespace, "decode")) == 2
+
+
+def _ready_cond(obj: dict) -> dict:
+    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == "Ready"), {})
 
 
 def _node_of(kube: Kube, ns: str, pod: str) -> str:

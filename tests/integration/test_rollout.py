@@ -174,3 +174,58 @@ def test_a_surge_without_room_keeps_the_old_generation_serving_until_recreate_is
     _watch_rollout(kube, name, namespace, done)
     new = kube.get("qdd", name, namespace)["status"]["rollout"]["generation"]
     assert new != old and {g for _, _, g in _per_slot_objects(kube, name, namespace)} == {new}
+
+
+def _events(kube: Kube, ns: str, reason: str) -> list[dict]:
+    return [e for e in kube.get("events", namespace=ns)["items"] if e["reason"] == reason]
+
+
+def test_a_rollout_that_cannot_be_placed_is_named_by_the_scheduler_and_stalls_after_the_deadline(kube, operator,
+                                                                                                  namespace):
+    """Issue 23 items 2 and 3. Injected: the seed on an empty rack (no capacity warning may be posted
+    for it), then a new engine image whose pods carry a nodeSelector no node has (Surge), with
+    spec.rollout.progressDeadlineSeconds 10. Checked: Placed=False Unschedulable names the selector in
+    the scheduler's words at once (not a capacity shortage, no capacity event); after the deadline
+    Stalled=True ProgressDeadlineExceeded with the age, the cause and the old generation still
+    serving, one Warning event; the router never moved. Reverting the edit clears both."""
+    cr = cr_of(SEED, namespace, **{"spec.rollout": {"progressDeadlineSeconds": 10}})
+    name = cr["metadata"]["name"]
+    kube.apply(cr)
+    old = wait_ready(kube, name, namespace)["status"]["rollout"]["generation"]
+    assert _events(kube, namespace, "InsufficientNVLinkDomainCapacity") == []
+    edited = time.monotonic()
+    _patch(kube, name, namespace, {"engine": {"image": "qdd/vllm:stuck"},
+                                   "cluster": {"nodeSelector": {"qdd.dev/test-hold": "no-such-node"}}})
+
+    def placed_says_selector(o):
+        st = o.get("status") or {}
+        return st.get("observedGeneration") == o["metadata"]["generation"] and condition(o, "Placed").get(
+            "reason") == "Unschedulable"
+    _watch_rollout(kube, name, namespace, placed_says_selector, timeout=60)
+    obj = kube.get("qdd", name, namespace)
+    placed = condition(obj, "Placed")
+    assert placed["status"] == "False" and "node selector or affinity (the scheduler: \"0/" in placed["message"], placed
+    assert "didn't match Pod's node affinity/selector" in placed["message"]
+    assert condition(obj, "Stalled")["status"] == "False"  # not before the deadline
+
+    def stalled(o):
+        return condition(o, "Stalled").get("reason") == "ProgressDeadlineExceeded"
+    _watch_rollout(kube, name, namespace, stalled, timeout=60)
+    took = time.monotonic() - edited
+    obj = kube.get("qdd", name, namespace)
+    msg = condition(obj, "Stalled")["message"]
+    print(f"Stalled {took:.1f} s after the edit (deadline 10 s): {msg[:200]}")
+    assert msg.startswith("no progress for ") and "(spec.rollout.progressDeadlineSeconds 10)" in msg, msg
+    assert "node selector or affinity" in msg and f"generation {old} (slot a) keeps serving" in msg, msg
+    assert took < 10 + 20  # the operator looks again at the deadline, not at the resync
+    assert _router_generation(kube, name, namespace) == old
+    assert condition(obj, "Degraded")["status"] == "False"
+    time.sleep(3)  # more passes: still one event
+    [ev] = _events(kube, namespace, "ProgressDeadlineExceeded")
+    assert ev["type"] == "Warning" and "node selector or affinity" in ev["message"]
+    assert _events(kube, namespace, "InsufficientNVLinkDomainCapacity") == []
+
+    _patch(kube, name, namespace, {"engine": {"image": cr["spec"]["engine"]["image"]}, "cluster": {"nodeSelector": None}})
+    obj = wait_ready(kube, name, namespace)
+    assert condition(obj, "Stalled")["status"] == "False" and condition(obj, "Placed")["status"] == "True"
+    assert obj["status"]["rollout"]["generation"] == old

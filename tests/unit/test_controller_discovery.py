@@ -5,6 +5,9 @@ later passes; an API error keeps the placement."""
 from __future__ import annotations
 
 import json
+import os
+import threading
+import time
 from types import SimpleNamespace
 
 import urllib3
@@ -58,7 +61,7 @@ class _Resources:
 
 def _kube(api: _Api) -> Kube:
     k = Kube.__new__(Kube)  # no API server: only what serves_workload_api touches
-    k.api, k.dyn, k._res = api, SimpleNamespace(resources=_Resources(api)), {}
+    k.api, k.dyn, k._res, k._discovery = api, SimpleNamespace(resources=_Resources(api)), {}, threading.Lock()
     for kind in ("Workload", "PodGroup"):
         k._resource(WORKLOAD_API, kind)
     return k
@@ -88,3 +91,57 @@ def test_resync_switches_the_placement_when_the_api_comes_or_goes_and_keeps_it_o
     assert recheck_workload_api(r) is False and r.gang is False
     api.served = True
     assert recheck_workload_api(r) is True and r.gang is True
+
+
+class _RacyDiscoverer:
+    """What kubernetes.dynamic's LazyDiscoverer does to its cache (discovery.py, client 33.x): an
+    invalidation replaces ``_cache`` and fills ``_cache['resources']`` after the requests; a lookup of
+    a kind reads ``_cache['resources']``. Two threads at once: ``KeyError: 'resources'`` (issue 23)."""
+
+    def __init__(self):
+        self._cache: dict = {"resources": {"Pod": object()}}
+
+    def invalidate_cache(self):
+        self._cache = {"library_version": "x"}
+        time.sleep(0.001)  # the GETs of /api and /apis
+        self._cache["resources"] = {"Pod": object()}
+
+    def get(self, api_version: str, kind: str):
+        time.sleep(0.0005)
+        return self._cache["resources"][kind]
+
+
+def test_discovery_lookups_and_invalidations_never_interleave():
+    k = Kube.__new__(Kube)
+    k.dyn, k._res, k._discovery = SimpleNamespace(resources=_RacyDiscoverer()), {}, threading.Lock()
+    errors: list[BaseException] = []
+
+    def lookups():
+        for _ in range(200):
+            try:
+                with k._discovery:
+                    k._res.pop(("v1", "Pod"), None)
+                k._resource("v1", "Pod")
+            except BaseException as e:  # noqa: BLE001 — collected for the assertion
+                errors.append(e)
+
+    def invalidations():
+        for _ in range(100):
+            with k._discovery:
+                k.dyn.resources.invalidate_cache()
+
+    threads = [threading.Thread(target=lookups) for _ in range(4)] + [threading.Thread(target=invalidations)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+def test_each_process_has_its_own_discovery_cache_file(monkeypatch, tmp_path):
+    from qdd.controller.kube import DISCOVERY_DIR_ENV, discovery_cache_file
+
+    monkeypatch.setenv(DISCOVERY_DIR_ENV, str(tmp_path))
+    assert discovery_cache_file() == str(tmp_path / f"qdd-discovery-{os.getpid()}.json")
+    monkeypatch.delenv(DISCOVERY_DIR_ENV)
+    assert discovery_cache_file().endswith(f"qdd-discovery-{os.getpid()}.json")

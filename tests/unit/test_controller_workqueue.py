@@ -92,3 +92,31 @@ def test_delayed_adds_of_one_window_collapse_into_one_pass():
         assert passes.count(("team", "seed")) == 2
     finally:
         q.stop()
+
+
+def test_an_earlier_add_after_replaces_a_later_one_and_the_later_one_is_dropped():
+    """A stall check due much later (qdd.controller.stall) must not hold back a child's event."""
+    import threading as _t
+    import time as _time
+
+    from qdd.controller.workqueue import WorkQueue, wait_idle
+
+    done: list[float] = []
+    ran = _t.Event()
+
+    def reconcile(ns: str, name: str) -> None:
+        done.append(_time.monotonic())
+        ran.set()
+
+    q = WorkQueue(reconcile, 1)
+    q.start()
+    try:
+        start = _time.monotonic()
+        q.add_after(("ns", "a"), 0.6)
+        q.add_after(("ns", "a"), 0.05)   # earlier: replaces it
+        q.add_after(("ns", "a"), 0.3)    # later than the waiting one: a no-op
+        assert ran.wait(2) and done[0] - start < 0.3
+        _time.sleep(0.8)
+        assert wait_idle(q, 2) and len(done) == 1 and q._delayed == {}
+    finally:
+        q.stop()

@@ -4,6 +4,7 @@ whose deletion kopf's watch never reported must not get its children created aga
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
@@ -42,7 +43,7 @@ class CRs:
 
 def kube_with(server: CRs, *cached: dict[str, Any]) -> Kube:
     kube = Kube.__new__(Kube)
-    kube._res = {(API, labels.KIND): server}
+    kube._res, kube._discovery = {(API, labels.KIND): server}, threading.Lock()
     kube.cache, kube.crs = None, ChildCache(kinds=[labels.KIND])
     for cr in cached:  # as kopf's watch delivered it (its listing after a 410: type None)
         kube.crs.apply_event("ADDED", json.loads(json.dumps(cr)), notify=False)

@@ -113,7 +113,8 @@ class _RecordingKube:
         self.events.append((type_, reason, message))
 
 
-def _reconcile_pass(recovers: bool):
+def _setup(recovers: bool = False, victims: int = 1):
+    """The seed's world with ``victims`` prefill pods replaced (same name, new UID, created after decode)."""
     from qdd.controller.groups import group_states
     from qdd.controller.reconcile import Reconciler
 
@@ -123,26 +124,77 @@ def _reconcile_pass(recovers: bool):
     objs = world(cr)
     first = {o["metadata"]["name"]: o["metadata"]["uid"] for o in objs
              if o["kind"] == "Pod" and o["metadata"]["labels"].get("qdd.dev/role") == "prefill"}
-    victim = sorted(first)[1]
-    for o in objs:  # the StatefulSet's replacement: same name, new UID, created after decode
-        if o["kind"] == "Pod" and o["metadata"]["name"] == victim:
-            o["metadata"].update(uid="replacement-uid", creationTimestamp="2999-01-01T00:00:00Z")
+    names = sorted(first)[1:1 + victims]
+    for o in objs:
+        if o["kind"] == "Pod" and o["metadata"]["name"] in names:
+            o["metadata"].update(uid=f"replacement-{o['metadata']['name']}", creationTimestamp="2999-01-01T00:00:00Z")
     cr["status"] = {"prefillPods": first}
     plan = plan_of(cr)
     plan = dataclasses.replace(plan, profile=dataclasses.replace(plan.profile, nixl_recovers_peer_restart=recovers))
     r = Reconciler.__new__(Reconciler)
-    r.kube = _RecordingKube()
-    msg = r._recycle_peers_of_replaced_prefill(cr, plan, objs, group_states(desired_of(cr), objs))
-    return msg, r.kube, victim
+    r.kube, r.requeue, r.peer_window_s = _RecordingKube(), None, 30.0
+    return r, cr, plan, objs, group_states(desired_of(cr), objs), names
 
 
-def test_a_profile_without_the_fix_recycles_the_decode_group():
-    msg, kube, victim = _reconcile_pass(recovers=False)
-    assert msg is not None and victim in msg and "decode endpoint 0" in msg
-    assert sorted(kube.deleted) == sorted(n for n in kube.deleted if "-decode-0-" in n) and len(kube.deleted) == 2
-    assert kube.events[0][:2] == ("Warning", "PeerRestarted")
+def test_a_replacement_opens_a_burst_and_recycles_nothing_yet():
+    r, cr, plan, objs, states, (victim,) = _setup()
+    msg, pending = r._recycle_peers_of_replaced_prefill(cr, plan, objs, states)
+    assert msg is None and r.kube.deleted == [] and r.kube.events == []
+    assert pending is not None and pending["pods"] == [victim] and pending["since"] == pending["last"]
+
+
+def test_a_settled_burst_recycles_decode_once_for_all_its_replacements():
+    """A drain of a tray with two prefill pods: both replaced (one, then the other) → one recycle."""
+    r, cr, plan, objs, states, victims = _setup(victims=2)
+    cr["status"]["peerRestartPending"] = {"pods": [victims[0]], "since": "2020-01-01T00:00:00Z",
+                                          "last": "2020-01-01T00:00:00Z"}
+    cr["status"]["prefillPods"][victims[0]] = f"replacement-{victims[0]}"  # recorded by the first one's pass
+    msg, pending = r._recycle_peers_of_replaced_prefill(cr, plan, objs, states)
+    assert msg is None and pending is not None and pending["pods"] == victims  # the second joins: window again
+    cr["status"]["peerRestartPending"] = {**pending, "last": "2020-01-01T00:00:00Z"}
+    cr["status"]["prefillPods"] = {**cr["status"]["prefillPods"], **{v: f"replacement-{v}" for v in victims}}
+    msg, pending = r._recycle_peers_of_replaced_prefill(cr, plan, objs, states)
+    assert pending is None and msg is not None and all(v in msg for v in victims) and "decode endpoint 0" in msg
+    assert sorted(r.kube.deleted) == sorted(n for n in r.kube.deleted if "-decode-0-" in n) and len(r.kube.deleted) == 2
+    assert [e[:2] for e in r.kube.events] == [("Warning", "PeerRestarted")]
+
+
+def test_a_burst_waits_while_a_prefill_pod_is_missing_or_not_ready():
+    from qdd.controller.peers import settled
+
+    r, cr, plan, objs, states, (victim,) = _setup()
+    pending = {"pods": [victim], "since": "2020-01-01T00:00:00Z", "last": "2020-01-01T00:00:00Z"}
+    assert settled(pending, objs, plan.prefill.endpoints, "2020-01-01T00:00:40Z") == 0
+    late = [dict(o, status={"phase": "Running", "conditions": [{"type": "Ready", "status": "True",
+                                                               "lastTransitionTime": "2020-01-01T00:00:20Z"}]})
+            if o["metadata"]["name"] == victim else o for o in objs]
+    assert settled(pending, late, plan.prefill.endpoints, "2020-01-01T00:00:40Z") == 10  # from turning Ready
+    assert settled(pending, objs, plan.prefill.endpoints, "2020-01-01T00:00:10Z") == 20
+    missing = [o for o in objs if o["metadata"]["name"] != victim]
+    assert settled(pending, missing, plan.prefill.endpoints, "2020-01-01T01:00:00Z") == float("inf")
+    starting = [dict(o, status={"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}]})
+                if o["metadata"]["name"] == victim else o for o in objs]
+    assert settled(pending, starting, plan.prefill.endpoints, "2020-01-01T01:00:00Z") == float("inf")
+
+
+def test_ready_is_false_while_a_burst_is_pending():
+    from qdd.controller.status import compute_status
+
+    from .controller_world import cr_of, observed, plan_of, world
+
+    cr = cr_of()
+    objs = world(cr)
+    pending = {"pods": ["x"], "since": "2030-01-01T00:05:00Z", "last": "2030-01-01T00:05:00Z"}
+    st = compute_status(cr, plan_of(cr), [], observed(cr, objs), "2030-01-01T00:05:00Z", True, None,
+                        peer_pending=pending)
+    ready = next(c for c in st["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "PeerRestartPending")
+    assert "decode is recycled once" in ready["message"] and st["peerRestartPending"] == pending
+    assert "peerRestartPending" not in compute_status(cr, plan_of(cr), [], observed(cr, objs), "2030-01-01T00:05:00Z",
+                                                      True, None)
 
 
 def test_a_profile_with_the_fix_leaves_decode_untouched():
-    msg, kube, _ = _reconcile_pass(recovers=True)
-    assert msg is None and kube.deleted == [] and kube.events == []
+    r, cr, plan, objs, states, _ = _setup(recovers=True)
+    assert r._recycle_peers_of_replaced_prefill(cr, plan, objs, states) == (None, None)
+    assert r.kube.deleted == [] and r.kube.events == []

@@ -3,7 +3,8 @@
 --
 -- Healthy     the operator has observed the current generation and Ready is True.
 -- Degraded    (current generation) Degraded or Stalled is True, or PlanValid is False:
---             the message is that condition's message.
+--             the message is that condition's message. Except a stalled rollout
+--             (ProgressDeadlineExceeded) while an older generation still serves: Progressing.
 -- Progressing otherwise: no status yet, an older status.observedGeneration (a spec change the
 --             operator has not reconciled), endpoints rolling out or starting.
 -- Conditions that carry an observedGeneration older than metadata.generation are ignored.
@@ -48,6 +49,22 @@ end
 
 local function is(ctype, value)
   return conds[ctype] ~= nil and conds[ctype].status == value
+end
+
+-- A rollout past spec.rollout.progressDeadlineSeconds while an older generation still serves
+-- (status.rollout.serving is not the current generation/slot, nothing Degraded): the application
+-- serves, so Progressing, with the stall (its age and cause) in the message (docs/rollouts.md#stalled).
+local rollout = status.rollout
+local stalled = conds["Stalled"]
+if stalled ~= nil and stalled.status == "True" and stalled.reason == "ProgressDeadlineExceeded" and
+    rollout ~= nil and rollout.serving ~= nil and rollout.generation ~= nil and rollout.slot ~= nil and
+    rollout.serving ~= (rollout.generation .. "/" .. rollout.slot) and rollout.phase ~= "Recreating" and
+    not is("Degraded", "True") then
+  local serving = string.match(rollout.serving, "^([^/]*)") or rollout.serving
+  hs.status = "Progressing"
+  hs.message = "generation " .. serving .. " serves; the rollout to generation " .. rollout.generation ..
+    " is stalled: " .. message(stalled, "Stalled")
+  return hs
 end
 
 if is("Stalled", "True") then

@@ -275,7 +275,7 @@ def cmd_run(args: argparse.Namespace) -> None:
 
     run(namespaces=args.namespace, metrics_port=args.metrics_port, liveness_port=args.liveness_port,
         resync_seconds=args.resync_seconds, peering=args.peering, priority=args.priority,
-        peering_lifetime=args.peering_lifetime,
+        peering_lifetime=args.peering_lifetime, peer_restart_window=args.peer_restart_window,
         watch=WatchTimeouts(args.watch_server_timeout, args.watch_client_timeout, args.watch_inactivity_timeout))
 
 
@@ -350,6 +350,9 @@ def parser() -> argparse.ArgumentParser:
     o.add_argument("--liveness-port", type=int, default=8081, help="kopf liveness endpoint /healthz port (default 8081)")
     o.add_argument("--resync-seconds", type=float, default=60.0,
                    help="reconcile every resource at least this often (default 60)")
+    o.add_argument("--peer-restart-window", type=float, default=30.0, metavar="SECONDS",
+                   help="seconds with every prefill pod back and Ready and none replaced before decode is recycled "
+                        "once for a burst of prefill replacements (default 30; docs/reliability.md#peer-restarts)")
     o.add_argument("--peering", metavar="NAME",
                    help="run as one of several replicas: kopf peering through the kopf.dev peering object NAME "
                         "(mandatory; the replica of highest priority reconciles). Default: standalone")

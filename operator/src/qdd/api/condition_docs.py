@@ -76,6 +76,10 @@ CONDITIONS: tuple[ConditionDoc, ...] = (
                      ReasonDoc(R.INSUFFICIENT_NVLINK_DOMAIN_CAPACITY, "False", "see `Placed`", "see `Placed`"),
                      ReasonDoc(R.READY_COMPUTE_DOMAIN_NOT_READY, "False", "see `ComputeDomainReady`",
                                "see `ComputeDomainReady`"),
+                     ReasonDoc(R.PEER_RESTART_PENDING, "False", "prefill pods were replaced (a drain, a prefill roll): "
+                               "decode holds their old engines' NIXL state and is recycled once for the whole burst, when "
+                               "every prefill pod is back and Ready and none was replaced for the window (qdd run "
+                               "--peer-restart-window, 30 s); never Ready between", "wait"),
                      ReasonDoc(R.KV_TRANSFER_NOT_READY, "False", "every endpoint is Ready but the KV-transfer preflight "
                                "has not verified the transfer (the message has its verdict)", "see `KVTransferReady`"),
                      ReasonDoc(R.CANARY_PENDING, "False", "everything else is ready; the canary has not answered yet",
@@ -118,9 +122,15 @@ CONDITIONS: tuple[ConditionDoc, ...] = (
                      ReasonDoc(R.INVALID_SPEC, "False", "as `Progressing`", _FIX_SPEC),
                  )),
     ConditionDoc(C.STALLED, DEPLOYMENT, "kstatus's Stalled: the operator cannot make progress without a change of "
-                 "the spec.", (
+                 "the spec or of the cluster (docs/rollouts.md#stalled).", (
                      ReasonDoc(R.AS_EXPECTED, "False", "not stalled", "-"),
                      ReasonDoc(R.INVALID_SPEC, "True", _INVALID, _FIX_SPEC),
+                     ReasonDoc(R.PROGRESS_DEADLINE_EXCEEDED, "True", "no progress for spec.rollout."
+                               "progressDeadlineSeconds while the current generation does not serve: the message has "
+                               "the age and the cause the scheduler (its own words), the kubelet (a back-off) or the "
+                               "preflight stated, and whether an older generation keeps serving; one Warning event per "
+                               "stall", "fix the cause (the selector, affinity or taint the scheduler names, free GPUs, "
+                               "the image), or revert the edit: the serving generation is untouched"),
                  )),
     ConditionDoc(C.PLAN_VALID, DEPLOYMENT, "The spec plans (sizing, capacity, flags); status.plan holds the result.", (
         ReasonDoc(R.PLANNED, "True", "planned; the message has the GPUs and the topology", "-"),
@@ -166,11 +176,19 @@ CONDITIONS: tuple[ConditionDoc, ...] = (
                                "domain", "-"),
                      ReasonDoc(R.NOT_REQUIRED, "True", "no multi-pod group: every endpoint is one pod", "-"),
                      ReasonDoc("Scheduling", "Unknown", "the scheduler has not placed every PodGroup yet", "wait"),
-                     ReasonDoc(R.INSUFFICIENT_NVLINK_DOMAIN_CAPACITY, "False", "no NVLink domain can hold a gang: the "
-                               "message has the GPUs and pods asked and the free GPUs per domain; `Ready` says the "
-                               "same and a Warning event is posted", "free GPUs in one domain, use fewer or smaller "
+                     ReasonDoc(R.INSUFFICIENT_NVLINK_DOMAIN_CAPACITY, "False", "the scheduler said a gang's pods "
+                               "lack GPUs (Insufficient nvidia.com/gpu on the nodes that pass its selector and taint checks, no "
+                               "pod affinity, DRA claim or CPU/memory cause beside it): the message has the GPUs and "
+                               "pods asked and the free GPUs per domain; `Ready` says the same and a Warning event is "
+                               "posted. Never before the scheduler has said so", "free GPUs in one domain, use fewer or smaller "
                                "endpoints, or set spec.cluster.sameNVLinkDomain: false (one domain per group); the "
                                "scheduler retries when capacity frees"),
+                     ReasonDoc("Unschedulable", "False", "the scheduler marked a gang's pods Unschedulable for another "
+                               "cause it named (node selector or affinity, pod affinity, taint, DRA claim, cordoned "
+                               "nodes, CPU or memory; GPUs beside one of those): the message names the cause and quotes "
+                               "the scheduler", "fix what the scheduler names (e.g. spec.cluster.nodeAffinity, the "
+                               "engine pods' tolerations, the DRA driver); `Stalled` escalates it after "
+                               "spec.rollout.progressDeadlineSeconds"),
                      ReasonDoc("NoGangScheduling", "True or False", "the cluster does not serve the Workload API "
                                "(scheduling.k8s.io/v1alpha2): pods are kept in one NVLink domain by pod affinity, one "
                                "at a time, and a partial placement is possible; False while an engine pod is "

@@ -57,6 +57,17 @@ class RolloutStatus(ApiModel):
     previous: str | None = Field(None, description="The generation being replaced, while it still has objects.")
 
 
+class PeerRestartPending(ApiModel):
+    pods: list[str] = Field(default_factory=list, description="Prefill pods replaced since the burst began.")
+    since: str | None = Field(None, description="RFC 3339 time of the burst's first replacement seen.")
+    last: str | None = Field(None, description="RFC 3339 time of its last replacement seen.")
+
+
+class ProgressStatus(ApiModel):
+    key: str | None = Field(None, description="What progress is measured on (generation, rollout phase, pods bound and Ready per role, preflight and router state), as of since.")
+    since: str | None = Field(None, description="RFC 3339 time key last changed (or the deployment last served its current generation): the age Stalled reports.")
+
+
 class CanaryStatus(ApiModel):
     generation: str | None = Field(None, description="The generation key the baseline belongs to (qdd.canary.generation): a new engine image, model or must-match engine flag takes a new baseline.")
     request_hash: str | None = Field(None, description="Hash of the canary request (prompt, maxTokens, model, sampling): a changed request takes a new baseline.")
@@ -87,4 +98,6 @@ class QwenDisaggDeploymentStatus(ApiModel):
     canary: CanaryStatus | None = Field(None, description="The canary's baseline and last check (spec.validation.canary).")
     prefill_pods: dict[str, str] | None = Field(None, description="UIDs of the prefill pods at the last reconcile, by name: a name with a new UID is a replaced prefill engine (peer restart).")
     rollout: RolloutStatus | None = Field(None, description="Which generation is current and which one serves.")
+    progress: ProgressStatus | None = Field(None, description="The last progress seen (spec.rollout.progressDeadlineSeconds, Stalled).")
+    peer_restart_pending: PeerRestartPending | None = Field(None, description="A burst of prefill replacements whose one decode recycle is still to come (every prefill pod back and Ready, none replaced for 30 s).")
     peer_restart: str | None = Field(None, description="Why decode groups were recycled after a prefill pod was replaced (their NIXL state of the old engine); cleared when decode is all Ready again.")

@@ -81,26 +81,53 @@ def recheck_workload_api(r: Reconciler) -> bool:
     return True
 
 
+TAKEOVER_POLL_S = 1.0
+"""With peering, how often a replica reads the peering object to learn that it now acts: the replica
+that takes over passes over every resource within this of the old leader's keep-alive expiring
+(issue 23: the standby's first write came 28.1 s after the leader's SIGKILL, 15.5 s of it waiting
+for its next resync). One GET per second per replica."""
+
+
+def _pass_all(r: Reconciler, queue: WorkQueue, cause: str) -> bool:
+    """Queue a pass for every resource listed, and for the managed ones no longer listed (their pass
+    finds them gone and releases what is held for them). False when the list failed."""
+    try:
+        keys = r.kube.list_crs(r.namespaces)
+    except Exception as e:  # API hiccup: try again next period
+        logging.getLogger("qdd.resync").warning("%s: cannot list QwenDisaggDeployments: %s", cause, e)
+        return False
+    for key in sorted(set(keys) | set(r.managed)):
+        metrics.TRIGGERS.labels(cause, labels.KIND, "").inc()
+        queue.add(key)
+    r.last_pass = time.monotonic()
+    return True
+
+
 def _resync_loop(r: Reconciler, queue: WorkQueue, stop: threading.Event, resync_seconds: float,
-                 leader: Callable[[], bool] | None = None) -> None:
-    """Every ``resync_seconds``, one more pass queued for every resource (until ``stop``); with peering,
-    only while ``leader()`` says this replica is the one kopf lets run (kopf pauses its handlers,
-    not this thread)."""
+                 leader: Callable[[], bool] | None = None, poll_s: float = TAKEOVER_POLL_S) -> None:
+    """Every ``resync_seconds``, one more pass queued for every resource (until ``stop``). With peering,
+    only while ``leader()`` says this replica is the one kopf lets run (kopf pauses its handlers, not
+    this thread), asked every ``poll_s``: the moment it starts to act (start-up or a takeover), a pass
+    for every resource at once, not at the next resync."""
     log = logging.getLogger("qdd.resync")
-    while not stop.wait(resync_seconds):
-        if leader is not None and not leader():
-            r.last_pass = time.monotonic()  # a paused replica is healthy, not stuck
-            continue
+    acting = leader is None
+    due = time.monotonic() + resync_seconds
+    while not stop.wait(resync_seconds if leader is None else min(poll_s, resync_seconds)):
+        if leader is not None:
+            if not leader():
+                acting = False
+                r.last_pass = time.monotonic()  # a paused replica is healthy, not stuck
+                continue
+            if not acting:
+                log.warning("this replica now acts (peering): a pass for every resource")
+                acting = _pass_all(r, queue, "takeover")
+                due = time.monotonic() + resync_seconds
+                continue
+            if time.monotonic() < due:
+                continue
+        due = time.monotonic() + resync_seconds
         recheck_workload_api(r)
-        try:
-            keys = r.kube.list_crs(r.namespaces)
-        except Exception as e:  # API hiccup: try again next period
-            log.warning("resync: cannot list QwenDisaggDeployments: %s", e)
-            continue
-        for key in keys:
-            metrics.TRIGGERS.labels("resync", labels.KIND, "").inc()
-            queue.add(key)
-        r.last_pass = time.monotonic()
+        _pass_all(r, queue, "resync")
 
 
 def _reconcile_age(state: Mapping[str, Any]) -> float:
@@ -201,10 +228,12 @@ def register(reconciler_factory: Any, resync_seconds: float, leader: Callable[[]
         metrics.TRIGGERS.labels("spec", labels.KIND, "").inc()
         reconcile(namespace, name)
 
+    # A deletion queues one more pass rather than forgetting here: that pass finds the resource gone
+    # and releases what is held for it (Reconciler.forget) after any pass of it still running, which
+    # would otherwise write its metrics' label sets again once they were removed.
     @kopf.on.delete(*CR, optional=True)
-    def on_delete(namespace: str | None, name: str | None, **_: Any) -> None:
-        if namespace and name:
-            state["r"].forget(namespace, name)
+    async def on_delete(namespace: str | None, name: str | None, **_: Any) -> None:
+        reconcile(namespace, name)
 
     # kopf calls the on.event handlers of an event before its create/update handlers (kopf's
     # processing of a resource event), so the pass that on_spec queues reads this event's spec.

@@ -7,6 +7,8 @@ import copy
 import datetime as dt
 import json
 import logging
+import os
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +39,17 @@ API_THREADS = 16
 """Threads that send one reconcile's lists and applies side by side (shared by all reconciles)."""
 
 
+DISCOVERY_DIR_ENV = "QDD_DISCOVERY_CACHE_DIR"
+
+
+def discovery_cache_file() -> str:
+    """This process's discovery cache file: under ``$QDD_DISCOVERY_CACHE_DIR`` (the chart mounts an
+    emptyDir per pod) or the temp directory, named by the process id so that replicas sharing a
+    directory (two on one host) never share a file."""
+    where = os.environ.get(DISCOVERY_DIR_ENV) or tempfile.gettempdir()
+    return os.path.join(where, f"qdd-discovery-{os.getpid()}.json")
+
+
 def load_client() -> client.ApiClient:
     try:
         config.load_incluster_config()
@@ -60,8 +73,15 @@ def _json(resp: Any) -> Any:
 class Kube:
     def __init__(self, api: client.ApiClient | None = None):
         self.api = api or load_client()
-        self.dyn = DynamicClient(self.api)
+        # Each operator process its own discovery cache file: the client's default is one file per
+        # API server host in the temp directory, which two replicas on one host read and write at
+        # once ("load cache error", issue 23).
+        self.dyn = DynamicClient(self.api, cache_file=discovery_cache_file())
         self._res: dict[tuple[str, str], Any] = {}
+        self._discovery = threading.Lock()
+        """The dynamic client's discovery is not thread-safe: a lookup rebuilds ``_cache['resources']``
+        while another reads it (``KeyError: 'resources'`` in a child event's handler, issue 23). Every
+        lookup and invalidation of this client goes through this lock."""
         # No typed API class (CoreV1Api): its lazy import took 2.2 s (cProfile, bench/README.md
         # "bench-scale") and 21 MiB of the operator's memory; pods, nodes and events go through
         # the dynamic client like every other kind.
@@ -81,12 +101,13 @@ class Kube:
 
     def _resource(self, api_version: str, kind: str) -> Any | None:
         k = (api_version, kind)
-        if k not in self._res:
-            try:
-                self._res[k] = self.dyn.resources.get(api_version=api_version, kind=kind)
-            except ResourceNotFoundError:
-                return None  # e.g. the ComputeDomain CRD is not installed
-        return self._res[k]
+        with self._discovery:
+            if k not in self._res:
+                try:
+                    self._res[k] = self.dyn.resources.get(api_version=api_version, kind=kind)
+                except ResourceNotFoundError:
+                    return None  # e.g. the ComputeDomain CRD is not installed
+            return self._res[k]
 
     def _required(self, api_version: str, kind: str) -> Any:
         """The resource of a kind qdd cannot work without (its own, the core and apps kinds)."""
@@ -115,9 +136,11 @@ class Kube:
             served = False
         cached = all(self._res.get((WORKLOAD_API, k)) is not None for k in ("Workload", "PodGroup"))
         if served != cached:
-            self.dyn.resources.invalidate_cache()
+            with self._discovery:
+                self.dyn.resources.invalidate_cache()
+                for k in ("Workload", "PodGroup"):
+                    self._res.pop((WORKLOAD_API, k), None)
             for k in ("Workload", "PodGroup"):
-                self._res.pop((WORKLOAD_API, k), None)
                 self._resource(WORKLOAD_API, k)
         return served
 

@@ -23,5 +23,6 @@ DESIRED_ENDPOINTS = Gauge("qdd_desired_endpoints", "Desired endpoints per deploy
 GROUP_RESTARTS = Counter("qdd_group_restarts_total", "Multi-pod endpoints deleted whole to be recreated, by cause.",
                          ["role", "cause"])
 TRIGGERS = Counter("qdd_reconcile_triggers_total",
-                   "What asked for a reconcile: resync, spec (create/update/resume of the custom resource) or "
-                   "child (a watch event of a child, by kind and event type).", ["cause", "kind", "event"])
+                   "What asked for a reconcile: resync, takeover (this replica started to act, peering), spec "
+                   "(create/update/resume of the custom resource) or child (a watch event of a child, by kind and event "
+                   "type).", ["cause", "kind", "event"])

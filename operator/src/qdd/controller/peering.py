@@ -25,7 +25,8 @@ GROUP, VERSION = "kopf.dev", "v1"
 CLUSTER_KIND, NAMESPACED_KIND = "ClusterKopfPeering", "KopfPeering"
 DEFAULT_LIFETIME_SECONDS = 15
 """Seconds a replica's keep-alive stays valid (kopf's default is 60). A SIGKILLed leader's peers
-take over once it expires: the hand-over bound is about this plus one resync period."""
+take over once it expires: the hand-over bound is about this plus qdd.controller.handlers.TAKEOVER_POLL_S
+(the new leader then passes over every resource at once)."""
 
 
 def identity() -> str:

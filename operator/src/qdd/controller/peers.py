@@ -11,10 +11,11 @@ recorded in ``status.prefillPods`` on the previous pass.
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from .. import labels
-from .groups import GroupState
+from .groups import GroupState, pod_ready
 
 
 def prefill_pod_uids(observed: list[dict[str, Any]]) -> dict[str, str]:
@@ -45,3 +46,48 @@ def stale_decode_groups(states: list[GroupState], observed: list[dict[str, Any]]
     newest = max(_created(observed, set(replacements)), default="")
     return [g for g in states if g.role == "decode" and g.present and not g.broken
             and all(t and t <= newest for t in _created(observed, set(g.present)))]
+
+
+BURST_WINDOW_S = 30
+"""Seconds without a further prefill replacement, with every prefill pod back and Ready, before the
+decode groups are recycled: one recycle for a burst (a drain evicting the prefill pods of a tray one
+by one under their PodDisruptionBudget, retrying every 5 s as kubectl drain does; a prefill roll
+replacing pod after pod) instead of one per replaced pod (issue 23: a tray of two prefill pods
+recycled decode twice, each a full model load, with Ready=True between the two)."""
+
+
+def _parse(t: str) -> float:
+    return dt.datetime.strptime(t, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc).timestamp()
+
+
+def burst(pending: dict[str, Any] | None, gone: list[str], now: str) -> dict[str, Any] | None:
+    """``status.peerRestartPending`` after this pass saw ``gone`` replaced: the prefill pods replaced
+    since the burst began, when it began and when the last one was seen. None: no burst."""
+    if not gone:
+        return pending or None
+    pods = sorted(set((pending or {}).get("pods") or []) | set(gone))
+    return {"pods": pods, "since": (pending or {}).get("since") or now, "last": now}
+
+
+def settled(pending: dict[str, Any], observed: list[dict[str, Any]], endpoints: int, now: str,
+            window_s: float = BURST_WINDOW_S) -> float:
+    """Seconds until the burst may be closed by recycling decode (0: now): every desired prefill pod is
+    there, not terminating and Ready, and none was replaced or turned Ready for ``window_s``. ``float('inf')`` while
+    prefill pods are missing, terminating or starting (the burst goes on: a drain's next eviction)."""
+    pods = [o for o in observed if o["kind"] == "Pod" and (o["metadata"].get("labels") or {}).get(labels.ROLE)
+            == "prefill"]
+    if any(o["metadata"].get("deletionTimestamp") for o in pods):
+        return float("inf")
+    if len(pods) < endpoints or not all(pod_ready(o) for o in pods):
+        return float("inf")
+    # The window runs from the burst's last replacement or the last prefill pod to turn Ready, whichever
+    # is later: a drain evicts the next pod only once the previous one's replacement is Ready.
+    became_ready = [_parse(str(c["lastTransitionTime"])) for o in pods for c in (o.get("status") or {}).get(
+        "conditions") or [] if c.get("type") == "Ready" and c.get("lastTransitionTime")]
+    return max(0.0, max([_parse(str(pending["last"])), *became_ready]) + window_s - _parse(now))
+
+
+def pending_text(pending: dict[str, Any], window_s: float = BURST_WINDOW_S) -> str:
+    return (f"prefill pod {', '.join(pending['pods'])} replaced since {pending['since']}: decode is recycled once, when "
+            f"every prefill pod is back and Ready and none was replaced for {window_s:.0f} s (its NIXL state of the "
+            "old engines is stale meanwhile)")

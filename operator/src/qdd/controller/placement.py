@@ -17,6 +17,7 @@ from typing import Any
 
 from .. import names
 from ..plan import Plan
+from .schedfacts import Said, said
 
 CLIQUE = "nvidia.com/gpu.clique"
 GPU = "nvidia.com/gpu"
@@ -24,6 +25,9 @@ DOMAINS_LISTED = 8
 """Domains named in a message, most free GPUs first (a status must stay small)."""
 
 INSUFFICIENT = "InsufficientNVLinkDomainCapacity"
+UNSCHEDULABLE = "Unschedulable"
+"""Placed False for a cause other than GPUs that the scheduler stated (a selector, an affinity, a taint,
+a DRA claim): no capacity is blamed and no capacity event posted."""
 NO_GANG = "NoGangScheduling"
 
 
@@ -86,15 +90,17 @@ def unschedulable(pod_groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _asked(plan: Plan, group: str) -> tuple[str, int, int]:
-    """(what the group is, GPUs, pods) of one of the deployment's PodGroups."""
-    if group == names.engines_pod_group(plan.name):
-        p, d = plan.prefill, plan.decode
-        return (f"the whole deployment ({p.endpoints} x {p.topology_name} prefill + {d.endpoints} x "
-                f"{d.topology_name} decode)", plan.gpus, sum(r.endpoints * r.pods_per_endpoint for r in (p, d)))
-    for r in (plan.prefill, plan.decode):
-        for ep in range(r.endpoints):
-            if group == names.endpoint_pod_group(plan.name, r.role, ep):
-                return f"{r.role} endpoint {ep} ({r.topology_name})", r.gpus_per_endpoint, r.pods_per_endpoint
+    """(what the group is, GPUs, pods) of one of the deployment's PodGroups, in either slot (a rollout's
+    new generation names its PodGroups with the slot, ``<cr>-engines-b``)."""
+    p, d = plan.prefill, plan.decode
+    for slot in ("a", "b"):
+        if group == names.engines_pod_group(plan.name, slot):
+            return (f"the whole deployment ({p.endpoints} x {p.topology_name} prefill + {d.endpoints} x "
+                    f"{d.topology_name} decode)", plan.gpus, sum(r.endpoints * r.pods_per_endpoint for r in (p, d)))
+        for r in (p, d):
+            for ep in range(r.endpoints):
+                if group == names.endpoint_pod_group(plan.name, r.role, ep, slot):
+                    return f"{r.role} endpoint {ep} ({r.topology_name})", r.gpus_per_endpoint, r.pods_per_endpoint
     return f"PodGroup {group}", 0, 0
 
 
@@ -111,45 +117,52 @@ def _domains_text(domains: list[Domain] | None) -> str:
 
 @dataclass(frozen=True)
 class Stuck:
-    """Pods of one PodGroup the scheduler marked Unschedulable: how many, their GPUs, and the
-    clique of the group's pods already bound (None when none is: the whole gang waits)."""
+    """Pods of one PodGroup the scheduler marked Unschedulable: how many, their GPUs, the clique of the
+    group's pods already bound (None when none is: the whole gang waits), and what the scheduler said
+    (qdd.controller.schedfacts; None: it stated no cause yet)."""
 
     pods: int
     gpus: int
     bound_in: str | None = None
+    said: Said | None = None
 
 
-def _short_of_gpus(c: dict[str, Any]) -> bool:
-    """PodScheduled False for want of GPUs (the scheduler's NodeResourcesFit words, or its gang's),
-    not for a claim template the DRA driver has not made yet or a gang still assembling."""
-    msg = c.get("message") or ""
-    return (c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable"
-            and (f"Insufficient {GPU}" in msg or "pod group is unschedulable" in msg))
+def _group_of(pod: dict[str, Any]) -> str | None:
+    return ((pod.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
 
 
-def stuck_pods(pods: list[dict[str, Any]], clique_of_node: dict[str, str]) -> dict[str, Stuck]:
-    """Per PodGroup (``spec.schedulingGroup.podGroupName``), its pods that are not bound and that
-    the scheduler marked Unschedulable. A PodGroup's own PodGroupScheduled stays True once its first
-    gang was placed (the scheduler never sets it back, schedule_one_podgroup.go
+def stuck_pods(pods: list[dict[str, Any]], clique_of_node: dict[str, str],
+               pod_groups: list[dict[str, Any]] | None = None) -> dict[str, Stuck]:
+    """Per PodGroup (``spec.schedulingGroup.podGroupName``) for which the scheduler stated a cause
+    (a pod's or the PodGroup's Unschedulable message, qdd.controller.schedfacts): its pods that are not
+    bound and that the scheduler marked Unschedulable. A PodGroup's own PodGroupScheduled stays True
+    once its first gang was placed (the scheduler never sets it back, schedule_one_podgroup.go
     updatePodGroupCondition), so a recreated group that cannot come back shows only in its pods."""
-    out: dict[str, Stuck] = {}
+    by_group: dict[str, list[dict[str, Any]]] = defaultdict(list)
     bound_in: dict[str, str] = {}
     for p in pods:
-        group = ((p.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
+        group = _group_of(p)
         if not group or p["metadata"].get("deletionTimestamp"):
             continue
         node = p["spec"].get("nodeName")
         if node:
             bound_in.setdefault(group, clique_of_node.get(node, ""))
-        elif any(_short_of_gpus(c) for c in (p.get("status") or {}).get("conditions") or []):
-            s = out.get(group, Stuck(0, 0))
-            out[group] = Stuck(s.pods + 1, s.gpus + _pod_gpus(p))
-    return {g: Stuck(s.pods, s.gpus, bound_in.get(g) or None) for g, s in out.items()}
+        else:
+            by_group[group].append(p)
+    pgs = {pg["metadata"]["name"]: pg for pg in pod_groups or []}
+    out: dict[str, Stuck] = {}
+    for group, waiting in by_group.items():
+        s = said(waiting, pgs.get(group))
+        if s is None:
+            continue  # nothing marked, or a gang still forming: no fact to report
+        marked = [p for p in waiting if p["metadata"]["name"] in s.pods]
+        out[group] = Stuck(len(marked), sum(_pod_gpus(p) for p in marked), bound_in.get(group) or None, s)
+    return out
 
 
-def _stuck_text(plan: Plan, group: str, stuck: Stuck | None) -> str:
+def _stuck_text(plan: Plan, group: str, stuck: Stuck) -> str:
     what, gpus, pods = _asked(plan, group)
-    if stuck is not None and stuck.bound_in:
+    if stuck.bound_in:
         return (f"{stuck.pods} pods ({stuck.gpus} GPUs) of {what} cannot be placed in NVLink domain {stuck.bound_in}, "
                 "where the rest of the gang is bound")
     return f"{what}: {gpus} GPUs in {pods} pods asked in one NVLink domain; no domain can hold it"
@@ -160,20 +173,25 @@ def placed(plan: Plan, gang: bool, desired_groups: list[str], pod_groups: list[d
     """(status, reason, message) of ``Placed``. ``desired_groups``: names of the PodGroups qdd
     renders; ``pod_groups``: the observed ones; ``stuck``: :func:`stuck_pods` of the engine pods
     (without the Workload API: keyed by ``""``); ``domains``: :func:`free_by_domain` (None when
-    not listed)."""
+    not listed). A capacity shortage (:data:`INSUFFICIENT`) only when the scheduler blamed GPUs and
+    nothing else for every stuck gang; another cause it stated is :data:`UNSCHEDULABLE`, in its words."""
     if not gang:
+        told = next((s.said for s in stuck.values() if s.said is not None), None)
         return (not stuck, NO_GANG,
                 "no gang scheduling: partial placement possible (the cluster does not serve the Workload API, "
                 "scheduling.k8s.io/v1alpha2 PodGroup); the pods are kept in one NVLink domain by pod affinity, "
-                "one pod at a time")
+                "one pod at a time" + (f"; pods the scheduler cannot place: {told.text}" if told else ""))
     if not desired_groups:
         return True, "NotRequired", "no multi-pod group: every endpoint is one pod"
-    names_stuck = sorted({pg["metadata"]["name"] for pg in unschedulable(pod_groups)} | set(stuck))
-    names_stuck = [g for g in names_stuck if g in desired_groups]
-    if names_stuck:
-        parts = [_stuck_text(plan, g, stuck.get(g)) for g in names_stuck]
+    mine = {g: s for g, s in sorted(stuck.items()) if g in desired_groups and s.said is not None}
+    if mine and all(s.said is not None and s.said.capacity_only for s in mine.values()):
+        parts = [_stuck_text(plan, g, s) for g, s in mine.items()]
         return (False, INSUFFICIENT, "; ".join(parts) + "; no pod of it is bound (the scheduler retries when "
                 "capacity frees); " + _domains_text(domains))
+    if mine:
+        parts = [f"{_asked(plan, g)[0]}: {s.pods} pods the scheduler cannot place: {s.said.text}"
+                 for g, s in mine.items() if s.said is not None]
+        return False, UNSCHEDULABLE, "; ".join(parts)
     by_name = {pg["metadata"]["name"]: pg for pg in pod_groups}
     done = [g for g in desired_groups if _scheduled(by_name.get(g, {})).get("status") == "True"]
     if len(done) == len(desired_groups):

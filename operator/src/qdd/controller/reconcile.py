@@ -13,7 +13,6 @@ import datetime as dt
 import logging
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -23,20 +22,20 @@ from ..api.conditions import Reason
 from ..errors import SpecError
 from ..hashing import content_hash
 from ..plan import Plan, build_plan
-from ..preflight.observe import kv_transfer_verdict
-from ..preflight.verdict import Thresholds
-from ..preflight.names import ROLE as PREFLIGHT_ROLE
 from ..render import render_all
 from . import metrics
-from ..canary import CanaryState, canary_events
+from ..canary import CanaryState
 from .canary import CanaryChecker
 from .children import diff, key, with_owner
 from .groups import group_states, groups_to_delete, pods_to_create
 from .kube import Kube
 from .rollout import (Rollout, decide, legacy_generation, pods_to_label, recorded_serving, router_settled, slot_of,
                       switched)
-from .peers import prefill_pod_uids, replaced, stale_decode_groups
-from .placement import INSUFFICIENT, Stuck, free_by_domain, placed, stuck_pods, unschedulable
+from .peers import BURST_WINDOW_S, burst, prefill_pod_uids, replaced, settled, stale_decode_groups
+from .rendercache import RenderCache
+from .events import transition_events
+from .stall import seconds_to_check
+from .status_inputs import Inputs, status_inputs
 from .status import Observed, compute_status, ready_ignoring_rollout, rollout_status, status_patch
 
 log = logging.getLogger("qdd.reconcile")
@@ -54,33 +53,18 @@ def _cond(status: dict[str, Any] | None, ctype: str) -> dict[str, Any]:
     return {}
 
 
-_RENDERED: OrderedDict[tuple[Any, ...], tuple[Plan | None, list[dict[str, Any]], list[str]]] = OrderedDict()
-_RENDERED_MAX = 512
-"""Plan and children of the last passes, by (uid, namespace, name, hash of the spec, gang): a pass
-of an unchanged resource (the resync, a child's status event) reuses them. Render is a pure
-function of exactly these (the uid for the owner reference); 45 ms of a 110 ms converged pass was
-planning and rendering (cProfile, bench/README.md)."""
-_RENDERED_LOCK = threading.Lock()
+Rendered = tuple[Plan | None, list[dict[str, Any]], list[str]]
+_RENDERED: RenderCache[Rendered] = RenderCache()
+"""Plan and children of the last passes, per resource (qdd.controller.rendercache)."""
 
 
-def _desired_cached(cr: dict[str, Any], gang: bool, slot: str = "a", serving: tuple[str, str] | None = None) -> tuple[
-        Plan | None, list[dict[str, Any]], list[str]]:
+def _desired_cached(cr: dict[str, Any], gang: bool, slot: str = "a", serving: tuple[str, str] | None = None) -> Rendered:
     """:func:`_desired`, reused for the same resource, spec, placement, slot and serving generation;
-    the caller gets copies."""
+    the caller gets copies. Render is a pure function of exactly these (the uid for the owner reference)."""
     meta = cr["metadata"]
-    k = (meta.get("uid"), meta.get("namespace"), meta.get("name"), cr.get("apiVersion"), cr.get("kind"),
-         content_hash(cr.get("spec"), 32), gang, slot, serving)
-    with _RENDERED_LOCK:
-        hit = _RENDERED.get(k)
-        if hit is not None:
-            _RENDERED.move_to_end(k)
-    if hit is None:
-        hit = _desired(cr, gang, slot, serving)
-        with _RENDERED_LOCK:
-            _RENDERED[k] = hit
-            while len(_RENDERED) > _RENDERED_MAX:
-                _RENDERED.popitem(last=False)
-    plan, desired, errors = hit
+    version = (meta.get("uid"), cr.get("apiVersion"), cr.get("kind"), content_hash(cr.get("spec"), 32))
+    plan, desired, errors = _RENDERED.get((meta.get("namespace") or "", meta.get("name") or ""), version,
+                                          (gang, slot, serving), lambda: _desired(cr, gang, slot, serving))
     return plan, copy.deepcopy(desired), list(errors)
 
 
@@ -98,12 +82,6 @@ def _desired(cr: dict[str, Any], gang: bool, slot: str = "a", serving: tuple[str
         log.exception("%s/%s: planning failed", cr["metadata"].get("namespace"), cr["metadata"].get("name"))
         return None, [], [f"spec: qdd could not plan this resource ({type(e).__name__}: {str(e)[:300]}); nothing was "
                           "applied; this is a qdd bug: report it with the resource"]
-
-
-def _any_unschedulable(pods: list[dict[str, Any]]) -> bool:
-    return any(not p["spec"].get("nodeName") and any(
-        c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"
-        for c in (p.get("status") or {}).get("conditions") or []) for p in pods)
 
 
 class _Steps:
@@ -126,7 +104,7 @@ class _Steps:
 
 class Reconciler:
     def __init__(self, kube: Kube, namespaces: list[str] | None = None, gang: bool | None = None,
-                 canary: CanaryChecker | None = None):
+                 canary: CanaryChecker | None = None, peer_window_s: float = BURST_WINDOW_S):
         """``gang``: place through the Workload API (PodGroups); None asks the cluster's discovery
         once, here (:meth:`Kube.serves_workload_api`). ``canary``: sends the serving canary
         (default: to the router Services)."""
@@ -145,6 +123,8 @@ class Reconciler:
         self.requeue: Callable[[tuple[str, str], float], None] | None = None
         """Queue a pass later (the operator's work queue, qdd.controller.handlers); None: never."""
         self.last_pass = time.monotonic()
+        self.peer_window_s = peer_window_s
+        """qdd.controller.peers.BURST_WINDOW_S, or ``qdd run --peer-restart-window``."""
 
     def reconcile(self, namespace: str, name: str) -> None:
         """Reconcile now, or — if a pass for this resource is running — make it run once more."""
@@ -167,8 +147,12 @@ class Reconciler:
                 self._pending.discard(k)
 
     def forget(self, namespace: str, name: str) -> None:
+        """The resource is gone: release everything held for it (its renders, the canary's answer,
+        its metrics' label sets). Called by the pass that finds it gone, which the work queue never
+        runs beside another pass of it, so no pass of it writes them again afterwards."""
         self.managed.discard((namespace, name))
         self.canary.forget(namespace, name)
+        _RENDERED.forget((namespace, name))
         metrics.MANAGED.set(len(self.managed))
         for role in ("prefill", "decode"):
             for g in (metrics.READY_ENDPOINTS, metrics.DESIRED_ENDPOINTS):
@@ -218,7 +202,7 @@ class Reconciler:
                             f"to it; generation {r.previous} is deleted once the router has rolled")
             plan, desired, view, states = self._target(cr, r, observed)
         step("plan")
-        peer_restart = self._recycle_peers_of_replaced_prefill(cr, plan, view, states)
+        peer_restart, peer_pending = self._recycle_peers_of_replaced_prefill(cr, plan, view, states)
         wrote = self._converge(cr, desired, view, states) or peer_restart is not None
         if wrote is None:
             return "gone"  # the namespace is being deleted: so is the custom resource
@@ -228,7 +212,7 @@ class Reconciler:
             observed = kube.list_children(namespace, name)
             _, _, view, states = self._target(cr, r, observed)
             step("read")
-        status = self._status(cr, plan, errors, desired, view, states, peer_restart, r)
+        status = self._status(cr, plan, errors, desired, view, states, peer_restart, r, peer_pending)
         step("status")
         if self.requeue is not None and wrote:
             # A pass that wrote is looked at again soon whatever the watches say (controller-runtime's
@@ -237,7 +221,19 @@ class Reconciler:
             # in about half the runs without it). A pass that writes nothing is not requeued: a
             # deployment that waits (a gang without room) costs nothing between events.
             self.requeue((namespace, name), REQUEUE_AFTER_WRITE_S)
+        elif self.requeue is not None:
+            self._requeue_for_stall(namespace, name, plan, status)
         return "ready" if _cond(status, "Ready").get("status") == "True" else "progressing"
+
+    def _requeue_for_stall(self, namespace: str, name: str, plan: Plan, status: dict[str, Any]) -> None:
+        """A deployment that waits (nothing changes, so no watch event comes) is looked at again when its
+        progress deadline, then its startup budget, passes: Stalled is then set without waiting for the resync."""
+        record = status.get("progress")
+        if (self.requeue is None or not record or _cond(status, "Ready").get("status") == "True"
+                or _cond(status, "Stalled").get("status") == "True"):
+            return
+        self.requeue((namespace, name), seconds_to_check(record, _now(), plan.spec.rollout.progress_deadline_seconds,
+                                                         plan.spec.cluster.startup_timeout_seconds))
 
     def _rollout(self, cr: dict[str, Any], plan: Plan, observed: list[dict[str, Any]], legacy: str) -> Rollout:
         """This pass's step of a change of generation (qdd.controller.rollout)."""
@@ -277,26 +273,35 @@ class Reconciler:
         return wrote or bool(todo)
 
     def _recycle_peers_of_replaced_prefill(self, cr: dict[str, Any], plan: Plan, observed: list[dict[str, Any]],
-                                           states: list[Any]) -> str | None:
+                                           states: list[Any]) -> tuple[str | None, dict[str, Any] | None]:
         """Delete the decode groups that may hold a replaced prefill engine's stale NIXL agent, where
-        the engine profile says decode does not drop it (qdd.controller.peers). The message, or None."""
+        the engine profile says decode does not drop it (qdd.controller.peers): once per burst of
+        replacements, when it has settled. (The message of a recycle done now, the burst still pending.)"""
         if plan.profile.nixl_recovers_peer_restart:
-            return None
-        recorded = (cr.get("status") or {}).get("prefillPods") or {}
-        gone = replaced(recorded, prefill_pod_uids(observed))
-        stale = stale_decode_groups(states, observed, gone)
+            return None, None
+        status, now = cr.get("status") or {}, _now()
+        gone = replaced(status.get("prefillPods") or {}, prefill_pod_uids(observed))
+        pending = burst(status.get("peerRestartPending"), gone, now)
+        if pending is None:
+            return None, None
+        wait = settled(pending, observed, plan.prefill.endpoints, now, self.peer_window_s)
+        if wait > 0:
+            if wait != float("inf") and self.requeue is not None:  # no event may come when the window ends
+                self.requeue((cr["metadata"]["namespace"], cr["metadata"]["name"]), wait + 0.5)
+            return None, pending
+        stale = stale_decode_groups(states, observed, pending["pods"])
         if not stale:
-            return None
+            return None, None
         namespace = cr["metadata"]["namespace"]
-        msg = (f"prefill pod {', '.join(gone)} replaced: recreating decode endpoint "
-               f"{', '.join(str(g.endpoint) for g in stale)}, which may hold the old engine's NIXL state (vLLM "
+        msg = (f"prefill pod {', '.join(pending['pods'])} replaced: recreating decode endpoint "
+               f"{', '.join(str(g.endpoint) for g in stale)}, which may hold the old engines' NIXL state (vLLM "
                f"{plan.profile.version} keeps it until engine_ttl; vllm#49238, vllm#58063)")
         self.kube.event(cr, "Warning", Reason.PEER_RESTARTED, msg)
         for g in stale:
             metrics.GROUP_RESTARTS.labels(g.role, "peer-restarted").inc()
             for pod in g.present:
                 self.kube.delete("v1", "Pod", namespace, pod)
-        return msg
+        return msg, None
 
     def _converge(self, cr: dict[str, Any], desired: list[dict[str, Any]], observed: list[dict[str, Any]],
                   states: list[Any]) -> bool | None:
@@ -341,39 +346,36 @@ class Reconciler:
             wrote = True
         return wrote
 
+    def _inputs(self, plan: Plan | None, desired: list[dict[str, Any]], observed: list[dict[str, Any]]) -> Inputs:
+        return status_inputs(self.kube, self.gang, plan, desired, observed)
+
     def _status_of(self, cr: dict[str, Any], plan: Plan | None, desired: list[dict[str, Any]],
                    observed: list[dict[str, Any]], states: list[Any], peer_restart: str | None,
                    rollout: Rollout | None, errors: list[str] | None = None,
-                   canary: CanaryState | None = None) -> dict[str, Any]:
+                   canary: CanaryState | None = None, peer_pending: dict[str, Any] | None = None,
+                   inputs: Inputs | None = None) -> dict[str, Any]:
         """The status computed from what is observed (not written); ``canary``: its state, None for
-        the status without it (qdd.controller.canary)."""
-        cd_ready = None
-        if plan is not None and plan.compute_domain:
-            cd = next((o for o in observed if o["kind"] == "ComputeDomain"
-                       and o["metadata"]["name"] == names.compute_domain(plan.name, plan.slot)), None)
-            cd_ready = cd is not None and (cd.get("status") or {}).get("status") == "Ready"
-        preflight = [o for o in desired if o["metadata"]["labels"].get(labels.ROLE) == PREFLIGHT_ROLE]
-        kv = None
-        if plan is not None and preflight:
-            pf = plan.spec.kv_transfer.preflight
-            kv = kv_transfer_verdict(preflight, observed, Thresholds(min_bulk_gbps=pf.min_bulk_gbps,
-                                                                     max_request_ms=pf.max_request_ms))
+        the status without it (qdd.controller.canary); ``inputs``: :meth:`_inputs`, when already known."""
+        cd_ready, kv, placed_now = inputs if inputs is not None else self._inputs(plan, desired, observed)
         return compute_status(cr, plan, errors or [], Observed({key(o): o for o in observed}, states), _now(), cd_ready,
-                              kv, peer_restart, self._placed(plan, desired, observed) if plan is not None else None,
-                              rollout_status(rollout) if rollout is not None else None, canary)
+                              kv, peer_restart, placed_now, rollout_status(rollout) if rollout is not None else None,
+                              canary, peer_pending)
 
     def _status(self, cr: dict[str, Any], plan: Plan | None, errors: list[str], desired: list[dict[str, Any]],
                 observed: list[dict[str, Any]], states: list[Any], peer_restart: str | None = None,
-                rollout: Rollout | None = None) -> dict[str, Any]:
+                rollout: Rollout | None = None, peer_pending: dict[str, Any] | None = None) -> dict[str, Any]:
         """Compute the status from what is observed, write it when it changed, post the events and
         metrics of its transitions."""
         kube, namespace, name = self.kube, cr["metadata"]["namespace"], cr["metadata"]["name"]
-        status = self._status_of(cr, plan, desired, observed, states, peer_restart, rollout, errors)
+        inputs = self._inputs(plan, desired, observed)
+        status = self._status_of(cr, plan, desired, observed, states, peer_restart, rollout, errors,
+                                 peer_pending=peer_pending, inputs=inputs)
         # The canary goes out only when everything else is Ready (qdd.controller.canary).
         canary = self.canary.state(cr, plan, _cond(status, "Ready").get("status") == "True",
                                    dt.datetime.now(dt.timezone.utc))
         if canary is not None:
-            status = self._status_of(cr, plan, desired, observed, states, peer_restart, rollout, errors, canary)
+            status = self._status_of(cr, plan, desired, observed, states, peer_restart, rollout, errors, canary,
+                                     peer_pending, inputs)
         old = cr.get("status") or {}
         patch = status_patch(old, status)
         if patch is not None:
@@ -384,39 +386,6 @@ class Reconciler:
             metrics.DESIRED_ENDPOINTS.labels(namespace, name, role).set(status[role]["endpoints"])
         return status
 
-    def _placed(self, plan: Plan, desired: list[dict[str, Any]], observed: list[dict[str, Any]]) -> tuple[
-            bool | None, str, str]:
-        """The Placed condition; lists nodes and pods cluster-wide only when something is stuck."""
-        groups = [o for o in observed if o["kind"] == "PodGroup"]
-        pods = [o for o in observed if o["kind"] == "Pod"]
-        stuck = stuck_pods(pods, {})
-        if not self.gang:
-            return placed(plan, False, [], groups, {"": Stuck(1, 0)} if _any_unschedulable(pods) else {}, None)
-        domains = None
-        if stuck or unschedulable(groups):
-            capacity = self.kube.gpu_nodes_and_pods()
-            if capacity is not None:
-                nodes, _ = capacity
-                stuck = stuck_pods(pods, {n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get(
-                    "nvidia.com/gpu.clique", "") for n in nodes})
-                domains = free_by_domain(*capacity)
-        return placed(plan, True, [o["metadata"]["name"] for o in desired if o["kind"] == "PodGroup"], groups,
-                      stuck, domains)
-
     def _events(self, cr: dict[str, Any], old: dict[str, Any], new: dict[str, Any]) -> None:
-        was, now = _cond(old, "PlanValid"), _cond(new, "PlanValid")
-        if now.get("status") == "False" and (was.get("status") != "False" or was.get("message") != now.get("message")):
-            self.kube.event(cr, "Warning", "InvalidSpec", now["message"])
-        r_was, r_now = _cond(old, "Ready"), _cond(new, "Ready")
-        if r_now.get("status") == "True" and r_was.get("status") != "True":
-            self.kube.event(cr, "Normal", "Ready", r_now.get("message", ""))
-        p_was, p_now = _cond(old, "Placed"), _cond(new, "Placed")
-        if p_now.get("reason") == INSUFFICIENT and p_was.get("reason") != INSUFFICIENT:
-            self.kube.event(cr, "Warning", INSUFFICIENT, p_now.get("message", ""))
-        elif p_was.get("reason") == INSUFFICIENT and p_now.get("status") == "True":
-            self.kube.event(cr, "Normal", "Placed", p_now.get("message", ""))
-        for type_, reason, message in canary_events(old, new):
+        for type_, reason, message in transition_events(old, new):
             self.kube.event(cr, type_, reason, message)
-        cd_was, cd_now = _cond(old, "ComputeDomainReady"), _cond(new, "ComputeDomainReady")
-        if cd_now.get("status") == "True" and cd_was.get("status") == "False":
-            self.kube.event(cr, "Normal", "ComputeDomainReady", cd_now.get("message", ""))

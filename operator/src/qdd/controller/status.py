@@ -8,20 +8,25 @@ agree on them); ``Progressing``/``Degraded`` are the Argo-style pair; ``PlanVali
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .. import labels, names
 from ..api import conditions as C
-from ..api.conditions import Reason
 from ..canary import CanaryState
 from ..plan import Plan
 from ..plan.summary import summary
 from ..preflight.verdict import Verdict
 from .groups import GroupState, pod_ready
 from .nodeloss import LostPod, lost_pods
-from .peers import prefill_pod_uids
+from .peers import pending_text, prefill_pod_uids
 from .rollout import Rollout
+from .stall import progress, progress_key, stalled
+from .status_conditions import RoleCount, _Facts, conditions
+from .status_patch import drop_none, status_patch, without_times
+
+__all__ = ["Observed", "compute_status", "drop_none", "ready_ignoring_rollout", "rollout_status", "status_patch",
+           "without_times"]
 
 
 @dataclass(frozen=True)
@@ -33,15 +38,6 @@ class Observed:
 
     def of_kind(self, kind: str) -> list[dict[str, Any]]:
         return [o for (k, _), o in sorted(self.children.items()) if k == kind]
-
-
-@dataclass(frozen=True)
-class RoleCount:
-    endpoints: int
-    ready: int
-    gpus: int
-    pods: int
-    present_endpoints: int
 
 
 def _sts_role(obs: Observed, cr: str, role: str, endpoints: int, gpus_per_pod: int, slot: str) -> RoleCount:
@@ -62,12 +58,6 @@ def _group_role(obs: Observed, role: str, endpoints: int, gpus_per_endpoint: int
     mine = [g for g in obs.groups if g.role == role]
     return RoleCount(endpoints, sum(1 for g in mine if g.ready), endpoints * gpus_per_endpoint,
                      sum(len(g.present) for g in mine), sum(1 for g in mine if g.present))
-
-
-def _cond(ctype: str, ok: bool | None, reason: str, message: str, generation: int | None) -> dict[str, Any]:
-    """A condition; ``ok`` None is status Unknown (e.g. a preflight that has not reported yet)."""
-    status = "Unknown" if ok is None else ("True" if ok else "False")
-    return {"type": ctype, "status": status, "reason": reason, "message": message, "observedGeneration": generation}
 
 
 def _merge_times(new: list[dict[str, Any]], old: list[dict[str, Any]], now: str) -> list[dict[str, Any]]:
@@ -132,203 +122,6 @@ def _router_available(plan: Plan | None, obs: Observed, name: str) -> bool:
         (st.get("availableReplicas") or 0) >= plan.router.replicas
 
 
-ERRORS_TEXT_LIMIT = 4096
-
-
-@dataclass(frozen=True)
-class _Facts:
-    """What the conditions are computed from, gathered once."""
-
-    name: str
-    generation: int | None
-    plan: Plan | None
-    errors: list[str]
-    prefill: RoleCount
-    decode: RoleCount
-    router_ok: bool
-    compute_domain_ready: bool | None
-    kv: Verdict | None
-    broken: list[GroupState]
-    unschedulable: str
-    peer_restart: str | None = None
-    """Decode groups recycled after a prefill replacement, until decode is all Ready again."""
-    placed: tuple[bool | None, str, str] | None = None
-    """(status, reason, message) of Placed (qdd.controller.placement), None without a plan."""
-    rollout: dict[str, Any] | None = None
-    """status.rollout (:func:`rollout_status`); None: not known in this pass (Ready ignores it)."""
-    canary: CanaryState | None = None
-    """The canary (qdd.controller.canary); None: not considered (no CanaryPassed condition)."""
-    lost: tuple[tuple[str, LostPod], ...] = ()
-    """(role, pod) of the engine pods on a NotReady or unreachable node (qdd.controller.nodeloss)."""
-
-    @property
-    def serving_current(self) -> bool:
-        """The router serves this spec's generation in the slot the counts are of."""
-        r = self.rollout
-        return r is None or r["serving"] == f"{r['generation']}/{r['slot']}"
-
-    @property
-    def no_domain_fits(self) -> bool:
-        return self.placed is not None and self.placed[1] == Reason.INSUFFICIENT_NVLINK_DOMAIN_CAPACITY
-
-    @property
-    def valid(self) -> bool:
-        return self.plan is not None
-
-    @property
-    def errors_text(self) -> str:
-        """The plan errors for a condition message, at most ERRORS_TEXT_LIMIT characters: an error
-        quotes what the spec has (an extraArgs token may be 8 KiB), and a status must stay small."""
-        text = "; ".join(self.errors)
-        if len(text) <= ERRORS_TEXT_LIMIT:
-            return text
-        return text[:ERRORS_TEXT_LIMIT] + f"… ({len(self.errors)} errors in all: `qdd plan -f` lists every one)"
-
-    @property
-    def endpoints_ready(self) -> bool:
-        return self.prefill.ready == self.prefill.endpoints and self.decode.ready == self.decode.endpoints
-
-    @property
-    def cd_ok(self) -> bool:
-        return self.compute_domain_ready is not False
-
-    @property
-    def all_ready(self) -> bool:
-        return self.serving and (self.canary is None or self.canary.passed is True)
-
-    @property
-    def serving(self) -> bool:
-        """Everything but the canary is ready: the state in which the canary is sent."""
-        return (self.valid and self.cd_ok and self.endpoints_ready and self.router_ok
-                and (self.kv is None or self.kv.passed) and self.serving_current and not self.replacing)
-
-    @property
-    def replacing(self) -> bool:
-        """A generation being replaced still has objects (Recreate: until its pods are gone)."""
-        return self.rollout is not None and self.rollout["phase"] == "Recreating"
-
-    @property
-    def counts(self) -> str:
-        p, d = self.prefill, self.decode
-        lost = (f"; {len(self.lost)} pod{'s' if len(self.lost) > 1 else ''} on a NotReady or unreachable node "
-                f"({', '.join(f'{lp.name} on {lp.node}' for _, lp in self.lost)}: see Degraded)") if self.lost else ""
-        return (f"prefill {p.ready}/{p.endpoints}, decode {d.ready}/{d.endpoints} endpoints ready"
-                + ("" if self.router_ok else ", router not available") + self.unschedulable + lost)
-
-
-def _plan_valid(f: _Facts) -> dict[str, Any]:
-    if f.plan is None:
-        return _cond(C.PLAN_VALID, False, Reason.INVALID_SPEC, f.errors_text, f.generation)
-    p, d = f.plan.prefill, f.plan.decode
-    return _cond(C.PLAN_VALID, True, Reason.PLANNED, f"{f.plan.gpus} GPUs: {p.endpoints} x {p.topology_name} prefill + "
-                 f"{d.endpoints} x {d.topology_name} decode", f.generation)
-
-
-def _compute_domain(f: _Facts) -> dict[str, Any]:
-    if f.compute_domain_ready is None:
-        return _cond(C.COMPUTE_DOMAIN_READY, True, Reason.NOT_REQUIRED, "", f.generation)
-    ok = f.compute_domain_ready
-    return _cond(C.COMPUTE_DOMAIN_READY, ok, Reason.COMPUTE_DOMAIN_READY if ok else Reason.COMPUTE_DOMAIN_NOT_READY,
-                 f"ComputeDomain {names.compute_domain(f.name, f.plan.slot if f.plan else 'a')} is "
-                 + ("Ready" if ok else "not Ready yet (waiting for the NVIDIA DRA driver)"), f.generation)
-
-
-def _degraded(f: _Facts) -> dict[str, Any]:
-    if f.peer_restart:
-        return _cond(C.DEGRADED, True, Reason.PEER_RESTARTED, f.peer_restart, f.generation)
-    parts, told = [], set()
-    for g in f.broken:
-        stuck = next((p for p in g.lost if p.terminating), None)
-        if g.broken or stuck is None:
-            parts.append(f"{g.role} endpoint {g.endpoint}: {g.broken or 'pods terminating'}; recreating the whole group")
-        else:  # only the pod on the lost node is left: nothing to do but wait for it or fence the node
-            parts.append(f"{g.role} endpoint {g.endpoint}: {stuck.text}")
-        told |= {p.name for p in g.lost if g.broken == p.text or p is stuck}
-    parts += [f"{role}: {p.text}" for role, p in f.lost if p.name not in told]
-    if not parts and f.canary is not None and f.canary.passed is False:
-        return _cond(C.DEGRADED, True, f.canary.reason, f.canary.message, f.generation)
-    reason = Reason.NODE_NOT_READY if f.lost else (Reason.GROUP_RESTARTING if parts else Reason.AS_EXPECTED)
-    return _cond(C.DEGRADED, bool(parts), reason, "; ".join(parts), f.generation)
-
-
-def _kv_transfer(f: _Facts) -> dict[str, Any]:
-    if f.kv is None:
-        return _cond(C.KV_TRANSFER_READY, True, Reason.PREFLIGHT_DISABLED, "spec.kvTransfer.preflight.enabled is false",
-                     f.generation)
-    return _cond(C.KV_TRANSFER_READY, None if f.kv.status == "Unknown" else f.kv.passed, f.kv.reason, f.kv.message,
-                 f.generation)
-
-
-def _ready(f: _Facts) -> dict[str, Any]:
-    """Ready, with the first cause that holds it back as the reason."""
-    r = f.rollout
-    if f.errors:
-        reason, msg = Reason.INVALID_SPEC, f.errors_text
-    elif r is not None and r["phase"] == "Recreating":
-        reason, msg = Reason.RECREATING, (f"generation {r['generation']} replaces {r.get('previous') or 'the previous'} "
-                                          f"(spec.rollout.strategy Recreate): the old generation's pods are deleted first, "
-                                          f"nothing serves meanwhile; {f.counts}")
-    elif r is not None and not f.serving_current:
-        prev, serving = r.get("previous"), r["serving"].split("/")
-        why = ("the slot still holds pods of a superseded generation, which go first; " if r["phase"] == "Superseding"
-               else "")
-        reason, msg = Reason.GENERATION_ROLLING_OUT, (
-            f"generation {r['generation']} (slot {r['slot']}) is coming up next to generation {prev or serving[0]} "
-            f"(slot {serving[1]}), which serves until the new one is Ready; {why}new generation: {f.counts}")
-    elif f.no_domain_fits and f.placed is not None:
-        reason, msg = Reason.INSUFFICIENT_NVLINK_DOMAIN_CAPACITY, f"{f.counts}; {f.placed[2]}"
-    elif not f.cd_ok:
-        reason, msg = Reason.READY_COMPUTE_DOMAIN_NOT_READY, f.counts
-    elif f.kv is not None and not f.kv.passed and f.endpoints_ready:
-        reason, msg = Reason.KV_TRANSFER_NOT_READY, f"{f.counts}; KV transfer: {f.kv.message}"
-    elif f.canary is not None and f.canary.passed is not True and not f.all_ready and f.serving:
-        reason, msg = f.canary.reason, f"{f.counts}; {f.canary.message}"
-    else:
-        reason, msg = (Reason.ALL_ENDPOINTS_READY if f.all_ready else Reason.ENDPOINTS_NOT_READY), f.counts
-    return _cond(C.READY, f.all_ready, reason, msg, f.generation)
-
-
-def _progress(f: _Facts, ctype: str) -> dict[str, Any]:
-    """Progressing (Argo) and Reconciling (kstatus) say the same: converging towards Ready."""
-    progressing = f.valid and not f.all_ready
-    reason = Reason.ROLLING_OUT if progressing else (Reason.RECONCILE_COMPLETE if f.valid else Reason.INVALID_SPEC)
-    return _cond(ctype, progressing, reason, f.counts if progressing else "", f.generation)
-
-
-def _stalled(f: _Facts) -> dict[str, Any]:
-    return _cond(C.STALLED, not f.valid, Reason.AS_EXPECTED if f.valid else Reason.INVALID_SPEC,
-                 "" if f.valid else f.errors_text, f.generation)
-
-
-def _disruption(plan: Plan, generation: int | None) -> dict[str, Any]:
-    """DisruptionProtected: a PodDisruptionBudget per role with two or more endpoints (at most one
-    endpoint of it evicted at a time, qdd.render pdb.yaml.j2); a role of one endpoint gets none —
-    minAvailable 1 would block every drain of its nodes — and this condition says a drain stops it."""
-    single = [r for r in (plan.prefill, plan.decode) if r.endpoints == 1]
-    if not single:
-        return _cond(C.DISRUPTION_PROTECTED, True, Reason.DISRUPTION_BUDGETS,
-                     "prefill and decode: a drain evicts at most one endpoint of each at a time", generation)
-    roles = " and ".join(r.role for r in single)
-    return _cond(C.DISRUPTION_PROTECTED, False, Reason.SINGLE_ENDPOINT_ROLE,
-                 f"{roles} {'has' if len(single) == 1 else 'have'} one endpoint: no PodDisruptionBudget protects it, so "
-                 f"a drain of its nodes stops {roles} until the endpoint is recreated elsewhere; run two endpoints to "
-                 "keep serving through drains", generation)
-
-
-def conditions(f: _Facts) -> list[dict[str, Any]]:
-    """Every condition, in the order they are written (KVTransferReady only for a valid plan)."""
-    out = [_plan_valid(f), _compute_domain(f), _degraded(f)]
-    if f.valid:
-        out.append(_kv_transfer(f))
-    if f.placed is not None:
-        out.append(_cond(C.PLACED, f.placed[0], f.placed[1], f.placed[2], f.generation))
-    if f.canary is not None and f.valid:
-        out.append(_cond(C.CANARY_PASSED, f.canary.passed, f.canary.reason, f.canary.message, f.generation))
-    if f.plan is not None:
-        out.append(_disruption(f.plan, f.generation))
-    return out + [_ready(f), _progress(f, C.PROGRESSING), _progress(f, C.RECONCILING), _stalled(f)]
-
-
 def _plan_status(plan: Plan, name: str, ns: str, kv: Verdict | None, obs: Observed) -> dict[str, Any]:
     """status.plan (the effective sizing), the router's URL and status.kvTransfer (the preflight's numbers)."""
     s = summary(plan)
@@ -388,14 +181,16 @@ def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs
                    peer_restart: str | None = None,
                    placed: tuple[bool | None, str, str] | None = None,
                    rollout: dict[str, Any] | None = None,
-                   canary: CanaryState | None = None) -> dict[str, Any]:
+                   canary: CanaryState | None = None, peer_pending: dict[str, Any] | None = None) -> dict[str, Any]:
     """The whole ``.status``, a pure function of the resource and what was observed. ``errors``:
     plan errors (empty when the spec is valid). ``compute_domain_ready``: None when no
     ComputeDomain is used. ``kv``: the KV-transfer preflight's verdict, None when it is off.
     ``peer_restart``: why decode groups were recycled in this pass (a replaced prefill pod); kept
     in ``status.peerRestart`` until decode is all Ready again. ``placed``: the Placed condition's
     (status, reason, message), qdd.controller.placement. ``canary``: the canary's state
-    (qdd.controller.canary; None: not considered, as for the first computation of a pass)."""
+    (qdd.controller.canary; None: not considered, as for the first computation of a pass).
+    ``peer_pending``: a burst of prefill replacements whose decode recycle waits (qdd.controller.peers.burst),
+    kept in ``status.peerRestartPending``; Ready is False meanwhile."""
     meta = cr["metadata"]
     name = meta["name"]
     # A planned roll (pods of an older revision terminating) is progress, not degradation.
@@ -406,7 +201,17 @@ def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs
     f = _Facts(name, meta.get("generation"), plan, errors, _role_counts(cr, plan, obs, "prefill"),
                decode, _router_available(plan, obs, name), compute_domain_ready, kv,
                broken, _unschedulable(obs), peer_restart, placed if plan is not None else None, rollout, canary,
-               _lost(obs))
+               _lost(obs), peer_pending=pending_text(peer_pending) if peer_pending else None)
+    record = None
+    if plan is not None:
+        r = rollout or {}
+        record = progress((cr.get("status") or {}).get("progress"), progress_key(
+            str(r.get("generation") or plan.generation), str(r.get("phase") or ""), (f.prefill.ready, f.decode.ready),
+            kv.status if kv is not None else "off", f.cd_ok, f.router_ok), now)
+        if not f.serving:
+            f = replace(f, stall=stalled(record, now, plan.spec.rollout.progress_deadline_seconds,
+                                         plan.spec.cluster.startup_timeout_seconds, obs.of_kind("Pod"),
+                                         kv.message if kv is not None and kv.status == "False" else None))
     p, d = f.prefill, f.decode
     status: dict[str, Any] = {
         "observedGeneration": f.generation,
@@ -419,8 +224,10 @@ def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs
         "replicas": p.present_endpoints,
         "selector": f"{labels.DEPLOYMENT}={name},{labels.ROLE}=prefill",
         "peerRestart": peer_restart,
+        "peerRestartPending": peer_pending,
         "prefillPods": _prefill_record(cr, plan, obs) or None,
         "rollout": rollout if rollout is not None else (cr.get("status") or {}).get("rollout"),
+        "progress": record,
     }
     if plan is not None:
         status.update(_plan_status(plan, name, meta.get("namespace") or "default", kv, obs))
@@ -433,36 +240,3 @@ def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs
     return drop_none(status)
 
 
-def status_patch(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any] | None:
-    """The JSON merge patch (RFC 7386) that turns the stored status ``old`` into ``new``, or None
-    when they differ in nothing but transition times. A merge patch keeps every key it does not
-    mention, so the keys ``new`` no longer has are sent as null (e.g. ``kvTransfer.bulkGbps`` of
-    an earlier preflight): otherwise they would stay, and the re-read status would never equal the
-    computed one."""
-    if without_times(old) == without_times(new):
-        return None
-    return _nulls_for_removed(old, new)
-
-
-def _nulls_for_removed(old: Any, new: Any) -> Any:
-    if not isinstance(old, dict) or not isinstance(new, dict):
-        return new
-    out: dict[str, Any] = {k: None for k in old if k not in new}
-    out.update({k: _nulls_for_removed(old.get(k), v) for k, v in new.items()})
-    return out
-
-
-def without_times(status: dict[str, Any]) -> dict[str, Any]:
-    """For change detection: the status minus transition times."""
-    out = dict(status)
-    out["conditions"] = [{k: v for k, v in c.items() if k != "lastTransitionTime"} for c in status.get("conditions") or []]
-    return out
-
-
-def drop_none(value: Any) -> Any:
-    """The API server drops null fields; so do we, so that a re-read status compares equal."""
-    if isinstance(value, dict):
-        return {k: drop_none(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [drop_none(v) for v in value]
-    return value

@@ -16,6 +16,7 @@ the events of one resource that arrive while it waits collapse into one pass.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import threading
 import time
@@ -34,14 +35,20 @@ class WorkQueue:
 
     def __init__(self, reconcile: Callable[[str, str], None], workers: int, name: str = "qdd-reconcile"):
         self._reconcile = reconcile
-        self._cond = threading.Condition()
+        lock = threading.Lock()
+        self._cond = threading.Condition(lock)      # the workers wait on it
+        self._due = threading.Condition(lock)       # the delaying thread waits on it
+        self._heap: list[tuple[float, Key]] = []    # (time, key) of add_after; superseded ones skipped
         self._queue: deque[Key] = deque()
         self._queued: set[Key] = set()      # in _queue, or asked for again while processing
         self._processing: set[Key] = set()
         self._failures: dict[Key, int] = {}
-        self._delayed: set[Key] = set()     # an add_after of it is waiting
+        self._delayed: dict[Key, float] = {}  # the earliest add_after of it that is waiting: its time
         self._stopped = False
         self._threads = [threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True) for i in range(workers)]
+        # One thread for every delayed add (not a threading.Timer each: a superseded timer would sleep on, a
+        # thread per child event and per stall check).
+        self._threads.append(threading.Thread(target=self._delay_loop, name=f"{name}-delay", daemon=True))
 
     def start(self) -> None:
         for t in self._threads:
@@ -51,6 +58,7 @@ class WorkQueue:
         with self._cond:
             self._stopped = True
             self._cond.notify_all()
+            self._due.notify_all()
 
     def alive(self) -> bool:
         return all(t.is_alive() for t in self._threads)
@@ -62,28 +70,38 @@ class WorkQueue:
     def add(self, key: Key) -> None:
         """Ask for one pass of ``key`` (namespace, name); a no-op when one is already queued."""
         with self._cond:
-            if key in self._queued:
-                return
-            self._queued.add(key)
-            if key not in self._processing:  # else queued again by the worker when it is done
-                self._queue.append(key)
-                self._cond.notify()
+            self._add_locked(key)
+
+    def _add_locked(self, key: Key) -> None:
+        if key in self._queued:
+            return
+        self._queued.add(key)
+        if key not in self._processing:  # else queued again by the worker when it is done
+            self._queue.append(key)
+            self._cond.notify()
 
     def add_after(self, key: Key, seconds: float) -> None:
-        """:meth:`add` in ``seconds``; a no-op while an earlier one for ``key`` is waiting, so the
-        triggers of one window collapse into one pass (client-go's AddAfter)."""
+        """:meth:`add` in ``seconds``; a no-op while one for ``key`` is waiting that comes no later, so
+        the triggers of one window collapse into one pass; an earlier one replaces a later one (client-go's
+        AddAfter keeps the earliest): a stall check due in ten minutes must not hold back a child's event."""
+        at = time.monotonic() + seconds
         with self._cond:
-            if key in self._delayed:
+            if self._delayed.get(key, float("inf")) <= at:
                 return
-            self._delayed.add(key)
-        t = threading.Timer(seconds, self._add_delayed, args=(key,))
-        t.daemon = True
-        t.start()
+            self._delayed[key] = at
+            heapq.heappush(self._heap, (at, key))
+            self._due.notify()
 
-    def _add_delayed(self, key: Key) -> None:
+    def _delay_loop(self) -> None:
         with self._cond:
-            self._delayed.discard(key)
-        self.add(key)
+            while not self._stopped:
+                now = time.monotonic()
+                while self._heap and self._heap[0][0] <= now:
+                    at, key = heapq.heappop(self._heap)
+                    if self._delayed.get(key) == at:  # else replaced by an earlier one, which has queued it
+                        del self._delayed[key]
+                        self._add_locked(key)
+                self._due.wait(self._heap[0][0] - now if self._heap else None)
 
     def _get(self) -> Key | None:
         with self._cond:

@@ -1,0 +1,58 @@
+"""What a status is computed from besides the children's counts: the ComputeDomain, the KV-transfer
+preflight's verdict and the ``Placed`` condition (which may list nodes and pods cluster-wide). Computed
+once per status, whether or not the canary's state is added to it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import labels, names
+from ..plan import Plan
+from ..preflight.names import ROLE as PREFLIGHT_ROLE
+from ..preflight.observe import kv_transfer_verdict
+from ..preflight.verdict import Thresholds, Verdict
+from .kube import Kube
+from .placement import Stuck, free_by_domain, placed, stuck_pods
+from .schedfacts import said
+
+Inputs = tuple[bool | None, Verdict | None, tuple[bool | None, str, str] | None]
+
+
+def placed_condition(kube: Kube, gang: bool, plan: Plan, desired: list[dict[str, Any]],
+                     observed: list[dict[str, Any]]) -> tuple[bool | None, str, str]:
+    """The Placed condition, from what the scheduler said (qdd.controller.schedfacts); lists nodes and
+    pods cluster-wide only when it blamed GPUs."""
+    groups = [o for o in observed if o["kind"] == "PodGroup"]
+    pods = [o for o in observed if o["kind"] == "Pod"]
+    if not gang:
+        told = said(pods)
+        return placed(plan, False, [], groups, {"": Stuck(len(told.pods), 0, None, told)} if told else {}, None)
+    stuck = stuck_pods(pods, {}, groups)
+    domains = None
+    if any(s.said is not None and s.said.capacity_only for s in stuck.values()):
+        capacity = kube.gpu_nodes_and_pods()
+        if capacity is not None:
+            nodes, _ = capacity
+            stuck = stuck_pods(pods, {n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get(
+                "nvidia.com/gpu.clique", "") for n in nodes}, groups)
+            domains = free_by_domain(*capacity)
+    return placed(plan, True, [o["metadata"]["name"] for o in desired if o["kind"] == "PodGroup"], groups,
+                  stuck, domains)
+
+
+def status_inputs(kube: Kube, gang: bool, plan: Plan | None, desired: list[dict[str, Any]],
+                  observed: list[dict[str, Any]]) -> Inputs:
+    """(ComputeDomain Ready — None when none is used —, the preflight's verdict — None when it is off —,
+    Placed — None without a plan)."""
+    cd_ready = None
+    if plan is not None and plan.compute_domain:
+        cd = next((o for o in observed if o["kind"] == "ComputeDomain"
+                   and o["metadata"]["name"] == names.compute_domain(plan.name, plan.slot)), None)
+        cd_ready = cd is not None and (cd.get("status") or {}).get("status") == "Ready"
+    preflight = [o for o in desired if o["metadata"]["labels"].get(labels.ROLE) == PREFLIGHT_ROLE]
+    kv = None
+    if plan is not None and preflight:
+        pf = plan.spec.kv_transfer.preflight
+        kv = kv_transfer_verdict(preflight, observed, Thresholds(min_bulk_gbps=pf.min_bulk_gbps,
+                                                                 max_request_ms=pf.max_request_ms))
+    return cd_ready, kv, placed_condition(kube, gang, plan, desired, observed) if plan is not None else None

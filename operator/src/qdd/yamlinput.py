@@ -22,6 +22,7 @@ Limits:
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from typing import Any
@@ -180,3 +181,49 @@ def load_documents(text: str) -> list[Any]:
     finally:
         loader.dispose()
     return docs
+
+
+def _json_depth(doc: Any, limit: int) -> None:
+    """Raise :class:`InputError` when ``doc`` nests deeper than ``limit`` (level by level over the
+    containers only: no recursion)."""
+    level, depth = ([doc] if isinstance(doc, dict | list) else []), 0
+    while level:
+        depth += 1
+        if depth > limit:
+            raise InputError(f"nested deeper than {limit} levels")
+        nxt: list[Any] = []
+        for v in level:
+            nxt += [x for x in (v.values() if isinstance(v, dict) else v) if isinstance(x, dict | list)]
+        level = nxt
+
+
+def _no_constant(name: str) -> Any:
+    raise InputError(f"{name} is not a JSON number (write a finite number)")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise InputError(f"{text[:40]} is out of range (a finite number is required)")
+    return value
+
+
+def load_json(text: str, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH) -> Any:
+    """``text`` as JSON, read with the same limits as YAML: at most ``max_bytes`` bytes (UTF-8),
+    nested at most ``max_depth`` levels (Python's parser stops at its recursion limit, ~1,000, with
+    RecursionError; the rest is measured after), finite numbers only (no NaN/Infinity, no 1e999), integers of at
+    most 4,300 digits. The one reader of JSON that comes from outside (a router's answer, a
+    benchmark pod's termination message, a results file). Raises :class:`InputError`."""
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > max_bytes:
+        raise InputError(f"{size} bytes is more than the {max_bytes} accepted here")
+    try:
+        doc = json.loads(text, parse_constant=_no_constant, parse_float=_finite)
+    except InputError:
+        raise
+    except RecursionError:
+        raise InputError(f"nested deeper than {max_depth} levels") from None
+    except ValueError as e:
+        raise InputError(f"not JSON: {e}") from None
+    _json_depth(doc, max_depth)
+    return doc

@@ -29,6 +29,7 @@ from ..preflight.names import ROLE as PREFLIGHT_ROLE
 from ..render import render_all
 from . import metrics
 from ..canary import CanaryState, canary_events
+from ..safetext import safe_value
 from .canary import CanaryChecker
 from .children import diff, key, with_owner
 from .groups import group_states, groups_to_delete, pods_to_create
@@ -374,6 +375,7 @@ class Reconciler:
                                    dt.datetime.now(dt.timezone.utc))
         if canary is not None:
             status = self._status_of(cr, plan, desired, observed, states, peer_restart, rollout, errors, canary)
+        status = safe_value(status)  # what a router or a spec wrote, as the status and events may carry it
         old = cr.get("status") or {}
         patch = status_patch(old, status)
         if patch is not None:

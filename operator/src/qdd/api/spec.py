@@ -46,7 +46,10 @@ class ModelSourceSpec(ApiModel):
 
 class ArchitectureSpec(ApiModel):
     """config.json numbers of a model the catalog lacks (names as in config.json, camelCased). With a
-    catalog name alone, the catalog's numbers; numbers given next to a catalog name override them."""
+    catalog name alone, the catalog's numbers; numbers given next to a catalog name override them.
+    Floors (hidden size 256, vocabulary 1,024, head dims 16) sit far below any released Qwen model
+    (the smallest, Qwen3-0.6B: hidden 1,024, vocabulary 151,936, head 128) and refuse a typo such
+    as 1 for 1024, whose memory and capacity predictions would be absurd (issue 21)."""
 
     name: str = Field(min_length=1, max_length=128, pattern=ARCH_NAME, description="Architecture name; a catalog name uses the catalog's numbers (any number given here overrides).")
     vllm_class: str = Field("Qwen3_5MoeForConditionalGeneration", max_length=128, pattern=IDENTIFIER, description="vLLM model class (config.json architectures[0]).")
@@ -54,14 +57,14 @@ class ArchitectureSpec(ApiModel):
     full_attention_interval: int = Field(4, ge=1, le=1024, description="config.json full_attention_interval: layer i is full attention iff (i+1) % interval == 0.")
     num_attention_heads: int | None = Field(None, ge=1, le=1024, description="config.json num_attention_heads. Required unless name is a catalog architecture.")
     num_key_value_heads: int | None = Field(None, ge=1, le=1024, description="config.json num_key_value_heads. Required unless name is a catalog architecture.")
-    head_dim: int = Field(256, ge=1, le=4096, description="config.json head_dim.")
+    head_dim: int = Field(256, ge=16, le=4096, description="config.json head_dim.")
     linear_num_key_heads: int | None = Field(None, ge=1, le=1024, description="config.json linear_num_key_heads (Gated DeltaNet). Required unless name is a catalog architecture.")
     linear_num_value_heads: int | None = Field(None, ge=1, le=1024, description="config.json linear_num_value_heads. Required unless name is a catalog architecture.")
-    linear_key_head_dim: int = Field(128, ge=1, le=4096, description="config.json linear_key_head_dim.")
-    linear_value_head_dim: int = Field(128, ge=1, le=4096, description="config.json linear_value_head_dim.")
+    linear_key_head_dim: int = Field(128, ge=16, le=4096, description="config.json linear_key_head_dim.")
+    linear_value_head_dim: int = Field(128, ge=16, le=4096, description="config.json linear_value_head_dim.")
     linear_conv_kernel_dim: int = Field(4, ge=2, le=64, description="config.json linear_conv_kernel_dim.")
-    hidden_size: int | None = Field(None, ge=1, le=65536, description="config.json hidden_size. Required unless name is a catalog architecture.")
-    vocab_size: int | None = Field(None, ge=1, le=4194304, description="config.json vocab_size. Required unless name is a catalog architecture.")
+    hidden_size: int | None = Field(None, ge=256, le=65536, description="config.json hidden_size. Required unless name is a catalog architecture.")
+    vocab_size: int | None = Field(None, ge=1024, le=4194304, description="config.json vocab_size. Required unless name is a catalog architecture.")
     num_experts: int = Field(0, ge=0, le=4096, description="config.json num_experts (0 for dense).")
     num_experts_per_tok: int = Field(0, ge=0, le=256, description="config.json num_experts_per_tok.")
     moe_intermediate_size: int = Field(0, ge=0, le=1048576, description="config.json moe_intermediate_size.")

@@ -160,8 +160,7 @@ def _base(hub: bool) -> tuple[Any, dict[str, Any]]:
     from ..conftest import EXAMPLES, load
 
     cr = _base_cr(load(EXAMPLES / "qwen35-397b-4xdep2-1xdep8-cc4096.yaml"))
-    if hub:
-        del cr["spec"]["model"]["source"]["pvc"]
+    del cr["spec"]["model"]["source"]["pvc" if hub else "huggingFace"]  # one source at a time (issue 21)
     res = parse_resource(cr)
     return res, _flatten(render_all(build_plan(res)))
 
@@ -172,8 +171,10 @@ BASES = {False: _base(False), True: _base(True)}
 def _fields() -> list[tuple[str, tuple[Any, ...]]]:
     from ..conftest import EXAMPLES, load
 
-    res = parse_resource(_base_cr(load(EXAMPLES / "qwen35-397b-4xdep2-1xdep8-cc4096.yaml")))
-    return _string_paths(res.spec)
+    # Both model sources at once (each base above keeps one): the model alone, without the rule
+    # that refuses two sources, so every string field is listed.
+    cr = _base_cr(load(EXAMPLES / "qwen35-397b-4xdep2-1xdep8-cc4096.yaml"))
+    return _string_paths(QwenDisaggDeploymentSpec.model_validate(cr["spec"]))
 
 
 FIELDS = _fields()

@@ -94,9 +94,14 @@ def test_placement_and_source_fields_that_override_qdd_are_refused(mutate, field
     assert _fields(mutate) == [field]
 
 
-def test_the_crd_carries_the_placement_and_source_rules():
-    rules = {v["fieldPath"] for v in _crd_spec()["x-kubernetes-validations"]}
-    assert {".cluster.nodeSelector", ".cluster.nodeAffinity", ".model.source"} <= rules
+def test_the_crd_carries_the_placement_source_and_architecture_rules():
+    props = _crd_spec()["properties"]
+    cluster = {v.get("fieldPath") for v in props["cluster"]["x-kubernetes-validations"]}
+    source = props["model"]["properties"]["source"]["x-kubernetes-validations"]
+    arch = {v["fieldPath"] for v in props["model"]["properties"]["architecture"]["x-kubernetes-validations"]}
+    assert {".nodeSelector", ".nodeAffinity"} <= cluster
+    assert [v["rule"] for v in source] == ["!(has(self.pvc) && has(self.huggingFace))"]
+    assert arch == {".numKeyValueHeads", ".linearNumValueHeads", ".numExpertsPerTok"}
 
 
 def test_a_clique_affinity_qdd_can_honour_is_still_accepted():

@@ -196,79 +196,76 @@ CLIQUE_OPERATORS = ("In", "NotIn", "Exists")
 DoesNotExist contradicts it, and Gt/Lt compare integers, which clique ids (``<cluster uuid>.<n>``) are not."""
 
 
-def _arch(s: Any) -> Any:
-    return s.model.architecture
+@dataclass(frozen=True)
+class LocalRule:
+    """A rule of one sub-object (``self`` is that object in CEL; ``check`` gets the parsed model):
+    the CRD carries it on that object's schema, the model's validator checks it at ``field``."""
+
+    cel: str
+    field: str
+    """fieldPath below the object (``.nodeSelector``), '' for the object itself."""
+    message: str
+    check: Callable[[Any], bool]
 
 
 def _divides(a: Any, whole: str, part: str) -> bool:
-    w, p = (getattr(a, whole), getattr(a, part)) if a is not None else (None, None)
+    w, p = getattr(a, whole), getattr(a, part)
     return w is None or p is None or w % p == 0
 
 
-def _experts_ok(a: Any) -> bool:
-    return a is None or (a.num_experts_per_tok <= a.num_experts and (a.num_experts == 0 or a.num_experts_per_tok >= 1))
+_EXPERTS = "(has(self.numExperts) ? self.numExperts : 0)"
+_PER_TOK = "(has(self.numExpertsPerTok) ? self.numExpertsPerTok : 0)"
+_NOT_SPLIT = "(has(self.sameNVLinkDomain) && !self.sameNVLinkDomain)"
 
-
-def _arch_cel(body: str) -> str:
-    return f"!has(self.model.architecture) || ({body.replace('a.', 'self.model.architecture.')})"
-
-
-_EXPERTS = "(has(a.numExperts) ? a.numExperts : 0)"
-_PER_TOK = "(has(a.numExpertsPerTok) ? a.numExpertsPerTok : 0)"
-_NOT_SPLIT = "(has(self.cluster.sameNVLinkDomain) && !self.cluster.sameNVLinkDomain)"
-
-PLACEMENT_RULES: list[Rule] = [
-    Rule(
-        cel=(f"!has(self.cluster.nodeSelector) || !self.cluster.nodeSelector.exists(k, k in {_cel_list(OWNED_NODE_LABELS)})"),
-        field=".cluster.nodeSelector",
+CLUSTER_PLACEMENT_RULES = (
+    LocalRule(
+        cel=f"!has(self.nodeSelector) || !self.nodeSelector.exists(k, k in {_cel_list(OWNED_NODE_LABELS)})",
+        field=".nodeSelector",
         message=("nodeSelector may not set kubernetes.io/arch or nvidia.com/gpu.product: qdd requires them from "
                  "cluster.gpuType (a different value would replace qdd's and land engines on nodes of another kind); "
                  "set cluster.gpuType instead"),
-        check=lambda s: not set(s.cluster.node_selector) & set(OWNED_NODE_LABELS),
-        given=lambda s: ", ".join(sorted(set(s.cluster.node_selector) & set(OWNED_NODE_LABELS))),
-    ),
-    Rule(
-        cel=(f"!has(self.cluster.nodeAffinity) || self.cluster.nodeAffinity.all(r, !(r.key in {_cel_list(OWNED_NODE_LABELS)})"
+        check=lambda c: not set(c.node_selector) & set(OWNED_NODE_LABELS)),
+    LocalRule(
+        cel=(f"!has(self.nodeAffinity) || self.nodeAffinity.all(r, !(r.key in {_cel_list(OWNED_NODE_LABELS)})"
              f" && (r.key != '{CLIQUE_LABEL}' || {_NOT_SPLIT} || r.operator in {_cel_list(CLIQUE_OPERATORS)}))"),
-        field=".cluster.nodeAffinity",
+        field=".nodeAffinity",
         message=("nodeAffinity may not name kubernetes.io/arch or nvidia.com/gpu.product (qdd requires them from "
                  "cluster.gpuType: set gpuType), nor require nvidia.com/gpu.clique with DoesNotExist, Gt or Lt while "
                  "the deployment stays in one NVLink domain (qdd requires the clique label: no node would do); "
                  "use In, NotIn or Exists on the clique key"),
-        check=lambda s: all(r.key not in OWNED_NODE_LABELS and (r.key != CLIQUE_LABEL or not s.cluster.same_nvlink_domain
+        check=lambda c: all(r.key not in OWNED_NODE_LABELS and (r.key != CLIQUE_LABEL or not c.same_nvlink_domain
                                                                  or r.operator in CLIQUE_OPERATORS)
-                            for r in s.cluster.node_affinity),
-    ),
-    Rule(
-        cel="!has(self.model.source) || !(has(self.model.source.pvc) && has(self.model.source.huggingFace))",
-        field=".model.source",
+                            for r in c.node_affinity)),
+)
+"""Placement fields that overrode qdd's own selectors or contradicted them silently (issue 21)."""
+
+SOURCE_RULES = (
+    LocalRule(
+        cel="!(has(self.pvc) && has(self.huggingFace))", field="",
         message=("set one model source, pvc or huggingFace, not both: with pvc the engines load the volume and never "
                  "read the hub (its token and cache would be unused)"),
-        check=lambda s: s.model.source is None or s.model.source.pvc is None or s.model.source.hugging_face is None,
-    ),
-    Rule(
-        cel=_arch_cel("!has(a.numAttentionHeads) || !has(a.numKeyValueHeads) || a.numAttentionHeads % a.numKeyValueHeads == 0"),
-        field=".model.architecture.numKeyValueHeads",
+        check=lambda src: src.pvc is None or src.hugging_face is None),
+)
+
+ARCHITECTURE_RULES = (
+    LocalRule(
+        cel="!has(self.numAttentionHeads) || !has(self.numKeyValueHeads) || self.numAttentionHeads % self.numKeyValueHeads == 0",
+        field=".numKeyValueHeads",
         message="numAttentionHeads must be a multiple of numKeyValueHeads (grouped-query attention shares each KV head)",
-        check=lambda s: _divides(_arch(s), "num_attention_heads", "num_key_value_heads"),
-    ),
-    Rule(
-        cel=_arch_cel("!has(a.linearNumValueHeads) || !has(a.linearNumKeyHeads) || "
-                      "a.linearNumValueHeads % a.linearNumKeyHeads == 0"),
-        field=".model.architecture.linearNumValueHeads",
+        check=lambda a: _divides(a, "num_attention_heads", "num_key_value_heads")),
+    LocalRule(
+        cel=("!has(self.linearNumValueHeads) || !has(self.linearNumKeyHeads) || "
+             "self.linearNumValueHeads % self.linearNumKeyHeads == 0"),
+        field=".linearNumValueHeads",
         message="linearNumValueHeads must be a multiple of linearNumKeyHeads (Gated DeltaNet groups value heads per key head)",
-        check=lambda s: _divides(_arch(s), "linear_num_value_heads", "linear_num_key_heads"),
-    ),
-    Rule(
-        cel=_arch_cel(f"{_PER_TOK} <= {_EXPERTS} && ({_EXPERTS} == 0 || {_PER_TOK} >= 1)"),
-        field=".model.architecture.numExpertsPerTok",
+        check=lambda a: _divides(a, "linear_num_value_heads", "linear_num_key_heads")),
+    LocalRule(
+        cel=f"{_PER_TOK} <= {_EXPERTS} && ({_EXPERTS} == 0 || {_PER_TOK} >= 1)",
+        field=".numExpertsPerTok",
         message="numExpertsPerTok must be between 1 and numExperts for a mixture-of-experts model, 0 for a dense one",
-        check=lambda s: _experts_ok(_arch(s)),
-    ),
-]
-"""Rules of placement, model source and inline architecture (issue 21: fields that overrode qdd or
-contradicted it silently, and architectures whose predictions were absurd)."""
-SPEC_RULES += PLACEMENT_RULES
+        check=lambda a: a.num_experts_per_tok <= a.num_experts and (a.num_experts == 0 or a.num_experts_per_tok >= 1)),
+)
+"""An inline architecture whose numbers contradict each other (issue 21: absurd predictions)."""
 
 
 def cel_rules(rules: list[Rule]) -> dict[str, Any]:

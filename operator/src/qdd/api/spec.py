@@ -13,7 +13,8 @@ from pydantic import Field, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from .base import ApiModel, cel
-from .rules import NODE_LOSS_TAINTS, SPEC_RULES, cel_rules
+from .rules import (ARCHITECTURE_RULES, CLUSTER_PLACEMENT_RULES, NODE_LOSS_TAINTS, SOURCE_RULES, SPEC_RULES, LocalRule,
+                    cel_rules)
 from .types import (ALL2ALL, ARCH_NAME, ENV_NAME, FIELD_PATH, HOST, IDENTIFIER, MAX_CONCURRENCY, MAX_TOKENS,
                     MODEL_PATH, REVISION, SECRET_KEY, SERVED_NAME, SUB_PATH, UCX_TLS, VERSION, EnvValue, ExtraArg, Image,
                     LabelKey, LabelValue, ObjectName, Quantity)
@@ -22,6 +23,19 @@ from .validation import ValidationSpec
 NixlBackend = Literal["UCX", "LIBFABRIC", "GDS", "MOONCAKE"]
 KVCacheDtype = Literal["auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "nvfp4"]
 MambaDtype = Literal["auto", "bfloat16", "float16", "float32"]
+
+
+def _local_cel(rules: tuple[LocalRule, ...]) -> dict[str, Any]:
+    return cel(*[(r.cel, r.field, r.message) for r in rules])
+
+
+def _check_local(model: ApiModel, rules: tuple[LocalRule, ...]) -> None:
+    """The Python twin of a sub-object's CEL rules: one error per broken rule, at its fieldPath."""
+    broken = [r for r in rules if not r.check(model)]
+    if broken:
+        raise ValidationError.from_exception_data(type(model).__name__, [InitErrorDetails(
+            type=PydanticCustomError("rule", r.message), loc=(r.field[1:],) if r.field else (), input=None)
+            for r in broken])
 
 
 class PVCSource(ApiModel):
@@ -40,8 +54,15 @@ class HuggingFaceSource(ApiModel):
 
 
 class ModelSourceSpec(ApiModel):
+    model_config = ApiModel.model_config | {"json_schema_extra": _local_cel(SOURCE_RULES)}
+
     pvc: PVCSource | None = Field(None, description="Load the checkpoint from a PersistentVolumeClaim (mounted read-only at /models).")
     hugging_face: HuggingFaceSource | None = Field(None, description="Download from the Hugging Face hub at start.")
+
+    @model_validator(mode="after")
+    def _rules(self) -> "ModelSourceSpec":
+        _check_local(self, SOURCE_RULES)
+        return self
 
 
 class ArchitectureSpec(ApiModel):
@@ -50,6 +71,8 @@ class ArchitectureSpec(ApiModel):
     Floors (hidden size 256, vocabulary 1,024, head dims 16) sit far below any released Qwen model
     (the smallest, Qwen3-0.6B: hidden 1,024, vocabulary 151,936, head 128) and refuse a typo such
     as 1 for 1024, whose memory and capacity predictions would be absurd (issue 21)."""
+
+    model_config = ApiModel.model_config | {"json_schema_extra": _local_cel(ARCHITECTURE_RULES)}
 
     name: str = Field(min_length=1, max_length=128, pattern=ARCH_NAME, description="Architecture name; a catalog name uses the catalog's numbers (any number given here overrides).")
     vllm_class: str = Field("Qwen3_5MoeForConditionalGeneration", max_length=128, pattern=IDENTIFIER, description="vLLM model class (config.json architectures[0]).")
@@ -71,6 +94,11 @@ class ArchitectureSpec(ApiModel):
     shared_expert_intermediate_size: int = Field(0, ge=0, le=1048576, description="config.json shared_expert_intermediate_size.")
     intermediate_size: int = Field(0, ge=0, le=1048576, description="config.json intermediate_size (dense MLP).")
     mtp_num_hidden_layers: int = Field(1, ge=0, le=16, description="config.json mtp_num_hidden_layers: multi-token-prediction layers the checkpoint ships (0: speculative mtp is refused).")
+
+    @model_validator(mode="after")
+    def _rules(self) -> "ArchitectureSpec":
+        _check_local(self, ARCHITECTURE_RULES)
+        return self
 
 
 class ModelSpec(ApiModel):
@@ -272,7 +300,8 @@ _CLUSTER_RULES = (
 
 
 class ClusterSpec(ApiModel):
-    model_config = ApiModel.model_config | {"json_schema_extra": cel(*_CLUSTER_RULES)}
+    model_config = ApiModel.model_config | {"json_schema_extra": cel(
+        *_CLUSTER_RULES, *[(r.cel, r.field, r.message) for r in CLUSTER_PLACEMENT_RULES])}
 
     gpu_type: Literal["GB200", "B200", "H200", "H100"] = Field("GB200", description="GPU kind (the catalog's): GB200, B200, H200 or H100.")
     gpus_per_node: int | None = Field(None, ge=1, le=8, description="GPUs per node. Default: the GPU kind's (GB200: 4).")
@@ -292,6 +321,7 @@ class ClusterSpec(ApiModel):
             raise ValidationError.from_exception_data(type(self).__name__, [InitErrorDetails(
                 type=PydanticCustomError("node_loss_toleration_twice", _CLUSTER_RULES[0][2]),
                 loc=("nodeLossTolerationSeconds",), input=self.node_loss_toleration_seconds)])
+        _check_local(self, CLUSTER_PLACEMENT_RULES)
         return self
 
 
@@ -341,7 +371,7 @@ class RouterSpec(ApiModel):
     port: int = Field(8000, ge=1, le=65535, description="Router HTTP port (Service port).")
     prefill_policy: Literal["random", "round_robin", "cache_aware", "power_of_two"] = Field("round_robin", description="--prefill-policy.")
     decode_policy: Literal["random", "round_robin", "cache_aware", "power_of_two"] = Field("round_robin", description="--decode-policy.")
-    service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = Field("ClusterIP", description="Type of the router Service.")
+    service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = Field("ClusterIP", description="Type of the router Service. NodePort and LoadBalancer expose the router (an OpenAI API without authentication) outside the cluster: a status warning says so (docs/security.md).")
 
 
 class RolloutSpec(ApiModel):

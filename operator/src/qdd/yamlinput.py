@@ -99,7 +99,7 @@ class _Limits:
         return {_json_key(k): v for k, v in mapping.items()} if self.json_keys else dict(mapping)
 
 
-class _Loader(_Limits, yaml.composer.Composer, _yaml.CParser, yaml.constructor.SafeConstructor,  # type: ignore[misc]
+class _Loader(_Limits, yaml.composer.Composer, _yaml.CParser, yaml.constructor.SafeConstructor,
               _Resolver):
     """kubectl's types. Events come from libyaml (``_yaml.CParser``: ten times faster than PyYAML's own
     scanner on a 1.5 MiB list, which took 8 s to refuse under load), composed in Python so that
@@ -140,7 +140,7 @@ _Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)  # 
 _Loader.add_constructor("tag:yaml.org,2002:float", _Loader.construct_yaml_float)  # type: ignore[type-var]
 
 
-class _PlainLoader(_Limits, yaml.composer.Composer, _yaml.CParser, yaml.constructor.SafeConstructor,  # type: ignore[misc]
+class _PlainLoader(_Limits, yaml.composer.Composer, _yaml.CParser, yaml.constructor.SafeConstructor,
                    yaml.resolver.Resolver):
     """PyYAML's own ``safe_load`` types (what srtctl reads a recipe with) under the same limits."""
 

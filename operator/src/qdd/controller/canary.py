@@ -143,7 +143,7 @@ class CanaryChecker:
 
     async def _send(self, url: str, body: dict[str, Any], timeout_s: float) -> Answer:
         if inspect.iscoroutinefunction(self.send):
-            return await self.send(url, body, timeout_s)  # type: ignore[no-any-return]
+            return await self.send(url, body, timeout_s)
         return await asyncio.to_thread(self.send, url, body, timeout_s)  # type: ignore[arg-type]
 
     async def _check(self, key: Key, url: str, body: dict[str, Any], timeout_s: float, generation: str,

@@ -169,12 +169,11 @@ BASES = {False: _base(False), True: _base(True)}
 
 
 def _fields() -> list[tuple[str, tuple[Any, ...]]]:
-    from ..conftest import EXAMPLES, load
-
-    # Both model sources at once (each base above keeps one): the model alone, without the rule
-    # that refuses two sources, so every string field is listed.
-    cr = _base_cr(load(EXAMPLES / "qwen35-397b-4xdep2-1xdep8-cc4096.yaml"))
-    return _string_paths(QwenDisaggDeploymentSpec.model_validate(cr["spec"]))
+    """The string fields of both bases (each has one model source: pvc, or the hub's token and cache)."""
+    out: dict[str, tuple[str, tuple[Any, ...]]] = {}
+    for res, _ in (BASES[False], BASES[True]):
+        out |= {p: (p, a) for p, a in _string_paths(res.spec) if p not in out}
+    return list(out.values())
 
 
 FIELDS = _fields()

@@ -132,11 +132,13 @@ bench-nixl:
 	OUT=$${OUT:-bench/out} bash bench/nixl-h200x2.sh final
 	cp $${OUT:-bench/out}/nixl-preflight-h200x2.json bench/results/nixl-preflight-h200x2.json
 
-# Property-based fuzzing of plan + render (tests/unit/test_fuzz_render.py) beyond make test's 150
-# resources, shrinking each failure to a minimal resource.
+# Property-based fuzzing beyond make test's 150 cases per surface, shrinking each failure to a
+# minimal input: plan + render (tests/unit/test_fuzz_render.py) and the readers of outside input
+# (tests/unit/test_fuzz_readers.py: the benchmark kind, the recipe importer, bench report, the
+# canary's and the benchmark's readers).
 .PHONY: fuzz
 fuzz: venv
-	QDD_FUZZ_EXAMPLES=$${QDD_FUZZ_EXAMPLES:-3000} QDD_FUZZ_SHRINK=1 $(PY) -m pytest -q tests/unit/test_fuzz_render.py
+	QDD_FUZZ_EXAMPLES=$${QDD_FUZZ_EXAMPLES:-3000} QDD_FUZZ_SHRINK=1 $(PY) -m pytest -q --durations=0 tests/unit/test_fuzz_render.py tests/unit/test_fuzz_readers.py
 
 # Worst-case time and memory of plan + render for one resource (bench/README.md).
 .PHONY: bench-plan

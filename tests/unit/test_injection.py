@@ -160,8 +160,7 @@ def _base(hub: bool) -> tuple[Any, dict[str, Any]]:
     from ..conftest import EXAMPLES, load
 
     cr = _base_cr(load(EXAMPLES / "qwen35-397b-4xdep2-1xdep8-cc4096.yaml"))
-    if hub:
-        del cr["spec"]["model"]["source"]["pvc"]
+    del cr["spec"]["model"]["source"]["pvc" if hub else "huggingFace"]  # one source at a time (issue 21)
     res = parse_resource(cr)
     return res, _flatten(render_all(build_plan(res)))
 
@@ -170,10 +169,11 @@ BASES = {False: _base(False), True: _base(True)}
 
 
 def _fields() -> list[tuple[str, tuple[Any, ...]]]:
-    from ..conftest import EXAMPLES, load
-
-    res = parse_resource(_base_cr(load(EXAMPLES / "qwen35-397b-4xdep2-1xdep8-cc4096.yaml")))
-    return _string_paths(res.spec)
+    """The string fields of both bases (each has one model source: pvc, or the hub's token and cache)."""
+    out: dict[str, tuple[str, tuple[Any, ...]]] = {}
+    for res, _ in (BASES[False], BASES[True]):
+        out |= {p: (p, a) for p, a in _string_paths(res.spec) if p not in out}
+    return list(out.values())
 
 
 FIELDS = _fields()

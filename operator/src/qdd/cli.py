@@ -9,13 +9,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 
 from . import labels
 from .api import parse_resource
 from .api.benchmark import KIND as BENCHMARK_KIND
+from .api.benchmark import parse_benchmark_spec
 from .api.crd import crd
 from .errors import SpecError
 from .plan import build_plan
@@ -26,15 +27,30 @@ from .yamlinput import MAX_BYTES, InputError, load_documents
 EXIT_INVALID = 2
 
 
+def _fail(*lines: str) -> NoReturn:
+    for line in lines:
+        print(f"error: {line}", file=sys.stderr)
+    raise SystemExit(EXIT_INVALID)
+
+
 def _read(path: str) -> str:
-    with open(path, encoding="utf-8") as fh:
-        return fh.read(MAX_BYTES + 1)
+    """The text of ``path`` (``-``: stdin): at most MAX_BYTES + 1 bytes are read (the loaders refuse
+    more), and a file that is not UTF-8 is named with the offending byte."""
+    if path == "-":
+        data = sys.stdin.buffer.read(MAX_BYTES + 1)
+    else:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_BYTES + 1)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        _fail(f"{path}: not UTF-8 text (byte {data[e.start]:#04x} at offset {e.start}): save it as UTF-8")
 
 
 def _documents(paths: list[str]) -> list[tuple[str, Any]]:
     docs = []
     for p in paths:
-        text = sys.stdin.read(MAX_BYTES + 1) if p == "-" else _read(p)
+        text = _read(p)
         try:
             found = load_documents(text)
         except InputError as e:
@@ -52,8 +68,17 @@ def _plans(paths: list[str]) -> list[Any]:
     for path, doc in _documents(paths):
         if isinstance(doc, dict) and doc.get("kind") == BENCHMARK_KIND and str(doc.get("apiVersion", "")).startswith(
                 f"{labels.GROUP}/"):
-            # `qdd import-recipe` writes the deployment and its benchmark into one file.
-            print(f"note: {path}: a {BENCHMARK_KIND}, not planned (kubectl apply it with the deployment)", file=sys.stderr)
+            # `qdd import-recipe` writes the deployment and its benchmark into one file: the benchmark
+            # is checked as the API server checks it, not planned.
+            try:
+                parse_benchmark_spec(doc.get("spec"))
+            except SpecError as e:
+                failed = True
+                for err in e.errors:
+                    print(f"error: {path}: {err}", file=sys.stderr)
+                continue
+            print(f"note: {path}: a {BENCHMARK_KIND}, checked, not planned (kubectl apply it with the deployment)",
+                  file=sys.stderr)
             continue
         try:
             plans.append(build_plan(parse_resource(doc)))
@@ -173,7 +198,7 @@ def _write_imported(done: list[Any], out_dir: str | None) -> None:
 
 def cmd_import_recipe(args: argparse.Namespace) -> None:
     from .recipe import RecipeError
-    from .recipe.objects import import_directory, import_objects
+    from .recipe.objects import import_directory, import_objects, read_recipe
 
     if Path(args.recipe).is_dir():
         if args.name:
@@ -188,8 +213,7 @@ def cmd_import_recipe(args: argparse.Namespace) -> None:
         _write_imported(done, args.output_dir)
         return
     try:
-        imp = import_objects(yaml.safe_load(Path(args.recipe).read_text()), name=args.name, image=args.image,
-                             source=args.recipe)
+        imp = import_objects(read_recipe(Path(args.recipe)), name=args.name, image=args.image, source=args.recipe)
     except RecipeError as e:
         for key, msg in e.errors:
             print(f"error: {args.recipe}: {key}: {msg}", file=sys.stderr)
@@ -203,13 +227,17 @@ def _configmap_results(ref: str) -> str:
     from kubernetes import client, config
     from kubernetes.client.exceptions import ApiException
 
+    from kubernetes.config.config_exception import ConfigException
+
     ns, _, name = ref.rpartition("/")
-    config.load_kube_config()
     try:
-        cm = client.CoreV1Api().read_namespaced_config_map(name, ns or "default")
+        config.load_kube_config()
+        cm = client.CoreV1Api().read_namespaced_config_map(name, ns or "default", _request_timeout=30)
     except ApiException as e:
-        print(f"error: configmap {ns or 'default'}/{name}: {e.reason}", file=sys.stderr)
-        raise SystemExit(EXIT_INVALID) from None
+        _fail(f"configmap {ns or 'default'}/{name}: {e.reason}")
+    except (ConfigException, OSError, ValueError) as e:
+        _fail(f"configmap {ns or 'default'}/{name}: cannot reach the cluster ({type(e).__name__}: {str(e)[:200]}); "
+              "check the kubeconfig (KUBECONFIG) and the context")
     text = (cm.data or {}).get("results.json")
     if text is None:
         print(f"error: configmap {ns or 'default'}/{name}: no results.json key (a benchmark's <name>-results "
@@ -230,15 +258,19 @@ def cmd_bench_report(args: argparse.Namespace) -> None:
         docs = [load(text, src) for src, text in sources]
         pts = [p for (src, _), d in zip(sources, docs, strict=True) for p in points(d, src)]
     except ReportError as e:
-        print(f"error: {e}", file=sys.stderr)
-        raise SystemExit(EXIT_INVALID) from None
+        _fail(*str(e).splitlines())
     md = table(docs, pts)
     if args.table:
         Path(args.table).write_text(md)
     else:
         sys.stdout.write(md)
     if pts:
-        figure(pts, Path(args.output))
+        try:
+            figure(pts, Path(args.output))
+        except ImportError:
+            sys.stdout.flush()
+            _fail(f"{args.output}: the figure needs matplotlib, which is not installed: pip install matplotlib "
+                  "(the table above is complete)")
         print(f"wrote {args.output} ({len(pts)} points, {len({p.topology for p in pts})} topologies)", file=sys.stderr)
     else:
         print("no sweep points: no figure, accuracy table only", file=sys.stderr)

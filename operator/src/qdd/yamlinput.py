@@ -22,11 +22,13 @@ Limits:
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from typing import Any
 
 import yaml
+from yaml import _yaml  # libyaml (PyYAML wheels ship it; qdd.yamlinput needs it)
 from yaml.events import CollectionStartEvent
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
@@ -59,20 +61,17 @@ for _tag, _regexp, _first in (
     _Resolver.add_implicit_resolver(_tag, _regexp, list(_first))
 
 
-class _Loader(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser, yaml.composer.Composer,
-              yaml.constructor.SafeConstructor, _Resolver):
-    def __init__(self, stream: str):
-        yaml.reader.Reader.__init__(self, stream)
-        yaml.scanner.Scanner.__init__(self)
-        yaml.parser.Parser.__init__(self)
-        yaml.composer.Composer.__init__(self)
-        yaml.constructor.SafeConstructor.__init__(self)
-        _Resolver.__init__(self)
+class _Limits:
+    """The limits, shared by both loaders: values and depth counted while composing, no key twice."""
+
+    json_keys = True
+
+    def _init_limits(self) -> None:
         self._depth = 0
         self._nodes = 0
 
     def compose_node(self, parent: Any, index: Any) -> Any:  # noqa: ANN401 — PyYAML's signature
-        event = self.peek_event()
+        event = self.peek_event()  # type: ignore[attr-defined]
         self._nodes += 1
         if self._nodes > MAX_NODES:
             raise InputError(f"line {event.start_mark.line + 1}: more than {MAX_NODES} values")
@@ -82,7 +81,7 @@ class _Loader(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser, yaml
             if self._depth > MAX_DEPTH:
                 raise InputError(f"line {event.start_mark.line + 1}: nested deeper than {MAX_DEPTH} levels")
         try:
-            return super().compose_node(parent, index)
+            return super().compose_node(parent, index)  # type: ignore[misc]
         finally:
             if nested:
                 self._depth -= 1
@@ -91,13 +90,27 @@ class _Loader(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser, yaml
         seen: set[Any] = set()
         for key_node, _ in node.value:
             if isinstance(key_node, ScalarNode) and key_node.value != "<<":
-                key = self.construct_object(key_node)
+                key = self.construct_object(key_node)  # type: ignore[attr-defined]
                 if key in seen:
                     raise InputError(f"line {key_node.start_mark.line + 1}: key {key!r} is given twice in one mapping")
                 seen.add(key)
-        mapping = super().construct_mapping(node, deep=deep)
+        mapping = super().construct_mapping(node, deep=deep)  # type: ignore[misc]
         # JSON keys are strings: kubectl writes a key read as true, 1 or null as "true", "1", "null".
-        return {_json_key(k): v for k, v in mapping.items()}
+        return {_json_key(k): v for k, v in mapping.items()} if self.json_keys else dict(mapping)
+
+
+class _Loader(_Limits, yaml.composer.Composer, _yaml.CParser, yaml.constructor.SafeConstructor,
+              _Resolver):
+    """kubectl's types. Events come from libyaml (``_yaml.CParser``: ten times faster than PyYAML's own
+    scanner on a 1.5 MiB list, which took 8 s to refuse under load), composed in Python so that
+    the limits count every value as it arrives."""
+
+    def __init__(self, stream: str):
+        _yaml.CParser.__init__(self, stream)
+        yaml.composer.Composer.__init__(self)
+        yaml.constructor.SafeConstructor.__init__(self)
+        _Resolver.__init__(self)
+        self._init_limits()
 
     def construct_yaml_int(self, node: ScalarNode) -> int:
         text = node.value.replace("_", "")
@@ -125,6 +138,20 @@ _Loader.add_constructor("tag:yaml.org,2002:bool",
                         lambda loader, node: node.value.lower() in ("y", "yes", "true", "on"))
 _Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)  # type: ignore[type-var]
 _Loader.add_constructor("tag:yaml.org,2002:float", _Loader.construct_yaml_float)  # type: ignore[type-var]
+
+
+class _PlainLoader(_Limits, yaml.composer.Composer, _yaml.CParser, yaml.constructor.SafeConstructor,
+                   yaml.resolver.Resolver):
+    """PyYAML's own ``safe_load`` types (what srtctl reads a recipe with) under the same limits."""
+
+    json_keys = False
+
+    def __init__(self, stream: str):
+        _yaml.CParser.__init__(self, stream)
+        yaml.composer.Composer.__init__(self)
+        yaml.constructor.SafeConstructor.__init__(self)
+        yaml.resolver.Resolver.__init__(self)
+        self._init_limits()
 
 
 def _json_key(key: Any) -> Any:
@@ -155,13 +182,19 @@ def _expanded_size(node: Node, sizes: dict[int, int], open_: set[int]) -> int:
     return size
 
 
-def load_documents(text: str) -> list[Any]:
-    """The non-empty documents of ``text``. Raises :class:`InputError`."""
+def load_documents(text: str, kubectl: bool = True) -> list[Any]:
+    """The non-empty documents of ``text``, read as kubectl reads them (``kubectl``; else with
+    PyYAML's ``safe_load`` types: a recipe, as srtctl reads it), under the limits above either way.
+    Raises :class:`InputError`."""
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > MAX_BYTES:
         raise InputError(f"{size} bytes is more than the {MAX_BYTES} an API server stores in one object")
-    loader = _Loader(text)
-    docs = []
+    docs: list[Any] = []
+    try:
+        # The reader checks the characters in its constructor (a C1 control character is refused there).
+        loader = _Loader(text) if kubectl else _PlainLoader(text)
+    except yaml.YAMLError as e:
+        raise InputError(" ".join(f"not valid YAML: {e}".replace('"<unicode string>", ', "").split())) from None
     try:
         while loader.check_node():
             node = loader.get_node()
@@ -172,7 +205,9 @@ def load_documents(text: str) -> list[Any]:
             if doc:
                 docs.append(doc)
     except yaml.YAMLError as e:
-        raise InputError(f"not valid YAML: {e}".replace('"<unicode string>", ', "")) from None
+        if "maximum nesting depth" in str(e):  # libyaml's own bound, met while it reads ahead
+            raise InputError(f"nested deeper than {MAX_DEPTH} levels") from None
+        raise InputError(" ".join(f"not valid YAML: {e}".replace('"<unicode string>", ', "").split())) from None
     except InputError:
         raise
     except Exception as e:  # noqa: BLE001 — any other constructor failure is bad input, not a crash
@@ -180,3 +215,49 @@ def load_documents(text: str) -> list[Any]:
     finally:
         loader.dispose()
     return docs
+
+
+def _json_depth(doc: Any, limit: int) -> None:
+    """Raise :class:`InputError` when ``doc`` nests deeper than ``limit`` (level by level over the
+    containers only: no recursion)."""
+    level, depth = ([doc] if isinstance(doc, dict | list) else []), 0
+    while level:
+        depth += 1
+        if depth > limit:
+            raise InputError(f"nested deeper than {limit} levels")
+        nxt: list[Any] = []
+        for v in level:
+            nxt += [x for x in (v.values() if isinstance(v, dict) else v) if isinstance(x, dict | list)]
+        level = nxt
+
+
+def _no_constant(name: str) -> Any:
+    raise InputError(f"{name} is not a JSON number (write a finite number)")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise InputError(f"{text[:40]} is out of range (a finite number is required)")
+    return value
+
+
+def load_json(text: str, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH) -> Any:
+    """``text`` as JSON, read with the same limits as YAML: at most ``max_bytes`` bytes (UTF-8),
+    nested at most ``max_depth`` levels (Python's parser stops at its recursion limit, ~1,000, with
+    RecursionError; the rest is measured after), finite numbers only (no NaN/Infinity, no 1e999), integers of at
+    most 4,300 digits. The one reader of JSON that comes from outside (a router's answer, a
+    benchmark pod's termination message, a results file). Raises :class:`InputError`."""
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > max_bytes:
+        raise InputError(f"{size} bytes is more than the {max_bytes} accepted here")
+    try:
+        doc = json.loads(text, parse_constant=_no_constant, parse_float=_finite)
+    except InputError:
+        raise
+    except RecursionError:
+        raise InputError(f"nested deeper than {max_depth} levels") from None
+    except ValueError as e:
+        raise InputError(f"not JSON: {e}") from None
+    _json_depth(doc, max_depth)
+    return doc

@@ -187,6 +187,87 @@ SPEC_RULES: list[Rule] = [
 ]
 
 
+OWNED_NODE_LABELS = ("kubernetes.io/arch", "nvidia.com/gpu.product")
+"""Node labels qdd requires from spec.cluster.gpuType (qdd.render.placement.gpu_node_selector); a
+user's nodeSelector would replace them (a dict update) and an affinity could contradict them."""
+CLIQUE_LABEL = "nvidia.com/gpu.clique"
+CLIQUE_OPERATORS = ("In", "NotIn", "Exists")
+"""What a nodeAffinity on the clique key may say next to qdd's own ``Exists`` (one NVLink domain):
+DoesNotExist contradicts it, and Gt/Lt compare integers, which clique ids (``<cluster uuid>.<n>``) are not."""
+
+
+@dataclass(frozen=True)
+class LocalRule:
+    """A rule of one sub-object (``self`` is that object in CEL; ``check`` gets the parsed model):
+    the CRD carries it on that object's schema, the model's validator checks it at ``field``."""
+
+    cel: str
+    field: str
+    """fieldPath below the object (``.nodeSelector``), '' for the object itself."""
+    message: str
+    check: Callable[[Any], bool]
+
+
+def _divides(a: Any, whole: str, part: str) -> bool:
+    w, p = getattr(a, whole), getattr(a, part)
+    return w is None or p is None or w % p == 0
+
+
+_EXPERTS = "(has(self.numExperts) ? self.numExperts : 0)"
+_PER_TOK = "(has(self.numExpertsPerTok) ? self.numExpertsPerTok : 0)"
+_NOT_SPLIT = "(has(self.sameNVLinkDomain) && !self.sameNVLinkDomain)"
+
+CLUSTER_PLACEMENT_RULES = (
+    LocalRule(
+        cel=f"!has(self.nodeSelector) || !self.nodeSelector.exists(k, k in {_cel_list(OWNED_NODE_LABELS)})",
+        field=".nodeSelector",
+        message=("nodeSelector may not set kubernetes.io/arch or nvidia.com/gpu.product: qdd requires them from "
+                 "cluster.gpuType (a different value would replace qdd's and land engines on nodes of another kind); "
+                 "set cluster.gpuType instead"),
+        check=lambda c: not set(c.node_selector) & set(OWNED_NODE_LABELS)),
+    LocalRule(
+        cel=(f"!has(self.nodeAffinity) || self.nodeAffinity.all(r, !(r.key in {_cel_list(OWNED_NODE_LABELS)})"
+             f" && (r.key != '{CLIQUE_LABEL}' || {_NOT_SPLIT} || r.operator in {_cel_list(CLIQUE_OPERATORS)}))"),
+        field=".nodeAffinity",
+        message=("nodeAffinity may not name kubernetes.io/arch or nvidia.com/gpu.product (qdd requires them from "
+                 "cluster.gpuType: set gpuType), nor require nvidia.com/gpu.clique with DoesNotExist, Gt or Lt while "
+                 "the deployment stays in one NVLink domain (qdd requires the clique label: no node would do); "
+                 "use In, NotIn or Exists on the clique key"),
+        check=lambda c: all(r.key not in OWNED_NODE_LABELS and (r.key != CLIQUE_LABEL or not c.same_nvlink_domain
+                                                                 or r.operator in CLIQUE_OPERATORS)
+                            for r in c.node_affinity)),
+)
+"""Placement fields that overrode qdd's own selectors or contradicted them silently (issue 21)."""
+
+SOURCE_RULES = (
+    LocalRule(
+        cel="!(has(self.pvc) && has(self.huggingFace))", field="",
+        message=("set one model source, pvc or huggingFace, not both: with pvc the engines load the volume and never "
+                 "read the hub (its token and cache would be unused)"),
+        check=lambda src: src.pvc is None or src.hugging_face is None),
+)
+
+ARCHITECTURE_RULES = (
+    LocalRule(
+        cel="!has(self.numAttentionHeads) || !has(self.numKeyValueHeads) || self.numAttentionHeads % self.numKeyValueHeads == 0",
+        field=".numKeyValueHeads",
+        message="numAttentionHeads must be a multiple of numKeyValueHeads (grouped-query attention shares each KV head)",
+        check=lambda a: _divides(a, "num_attention_heads", "num_key_value_heads")),
+    LocalRule(
+        cel=("!has(self.linearNumValueHeads) || !has(self.linearNumKeyHeads) || "
+             "self.linearNumValueHeads % self.linearNumKeyHeads == 0"),
+        field=".linearNumValueHeads",
+        message="linearNumValueHeads must be a multiple of linearNumKeyHeads (Gated DeltaNet groups value heads per key head)",
+        check=lambda a: _divides(a, "linear_num_value_heads", "linear_num_key_heads")),
+    LocalRule(
+        cel=f"{_PER_TOK} <= {_EXPERTS} && ({_EXPERTS} == 0 || {_PER_TOK} >= 1)",
+        field=".numExpertsPerTok",
+        message="numExpertsPerTok must be between 1 and numExperts for a mixture-of-experts model, 0 for a dense one",
+        check=lambda a: a.num_experts_per_tok <= a.num_experts and (a.num_experts == 0 or a.num_experts_per_tok >= 1)),
+)
+"""An inline architecture whose numbers contradict each other (issue 21: absurd predictions)."""
+
+
 def cel_rules(rules: list[Rule]) -> dict[str, Any]:
     """``json_schema_extra`` carrying the rules as CRD ``x-kubernetes-validations``."""
     return {"x-kubernetes-validations": [{"rule": r.cel, "fieldPath": r.field, "message": r.message} for r in rules]}

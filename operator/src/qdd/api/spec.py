@@ -13,7 +13,8 @@ from pydantic import Field, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from .base import ApiModel, cel
-from .rules import NODE_LOSS_TAINTS, SPEC_RULES, cel_rules
+from .rules import (ARCHITECTURE_RULES, CLUSTER_PLACEMENT_RULES, NODE_LOSS_TAINTS, SOURCE_RULES, SPEC_RULES, LocalRule,
+                    cel_rules)
 from .types import (ALL2ALL, ARCH_NAME, ENV_NAME, FIELD_PATH, HOST, IDENTIFIER, MAX_CONCURRENCY, MAX_TOKENS,
                     MODEL_PATH, REVISION, SECRET_KEY, SERVED_NAME, SUB_PATH, UCX_TLS, VERSION, EnvValue, ExtraArg, Image,
                     LabelKey, LabelValue, ObjectName, Quantity)
@@ -22,6 +23,19 @@ from .validation import ValidationSpec
 NixlBackend = Literal["UCX", "LIBFABRIC", "GDS", "MOONCAKE"]
 KVCacheDtype = Literal["auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "nvfp4"]
 MambaDtype = Literal["auto", "bfloat16", "float16", "float32"]
+
+
+def _local_cel(rules: tuple[LocalRule, ...]) -> dict[str, Any]:
+    return cel(*[(r.cel, r.field, r.message) for r in rules])
+
+
+def _check_local(model: ApiModel, rules: tuple[LocalRule, ...]) -> None:
+    """The Python twin of a sub-object's CEL rules: one error per broken rule, at its fieldPath."""
+    broken = [r for r in rules if not r.check(model)]
+    if broken:
+        raise ValidationError.from_exception_data(type(model).__name__, [InitErrorDetails(
+            type=PydanticCustomError("rule", r.message), loc=(r.field[1:],) if r.field else (), input=None)
+            for r in broken])
 
 
 class PVCSource(ApiModel):
@@ -40,13 +54,25 @@ class HuggingFaceSource(ApiModel):
 
 
 class ModelSourceSpec(ApiModel):
+    model_config = ApiModel.model_config | {"json_schema_extra": _local_cel(SOURCE_RULES)}
+
     pvc: PVCSource | None = Field(None, description="Load the checkpoint from a PersistentVolumeClaim (mounted read-only at /models).")
     hugging_face: HuggingFaceSource | None = Field(None, description="Download from the Hugging Face hub at start.")
+
+    @model_validator(mode="after")
+    def _rules(self) -> "ModelSourceSpec":
+        _check_local(self, SOURCE_RULES)
+        return self
 
 
 class ArchitectureSpec(ApiModel):
     """config.json numbers of a model the catalog lacks (names as in config.json, camelCased). With a
-    catalog name alone, the catalog's numbers; numbers given next to a catalog name override them."""
+    catalog name alone, the catalog's numbers; numbers given next to a catalog name override them.
+    Floors (hidden size 256, vocabulary 1,024, head dims 16) sit far below any released Qwen model
+    (the smallest, Qwen3-0.6B: hidden 1,024, vocabulary 151,936, head 128) and refuse a typo such
+    as 1 for 1024, whose memory and capacity predictions would be absurd (issue 21)."""
+
+    model_config = ApiModel.model_config | {"json_schema_extra": _local_cel(ARCHITECTURE_RULES)}
 
     name: str = Field(min_length=1, max_length=128, pattern=ARCH_NAME, description="Architecture name; a catalog name uses the catalog's numbers (any number given here overrides).")
     vllm_class: str = Field("Qwen3_5MoeForConditionalGeneration", max_length=128, pattern=IDENTIFIER, description="vLLM model class (config.json architectures[0]).")
@@ -54,20 +80,25 @@ class ArchitectureSpec(ApiModel):
     full_attention_interval: int = Field(4, ge=1, le=1024, description="config.json full_attention_interval: layer i is full attention iff (i+1) % interval == 0.")
     num_attention_heads: int | None = Field(None, ge=1, le=1024, description="config.json num_attention_heads. Required unless name is a catalog architecture.")
     num_key_value_heads: int | None = Field(None, ge=1, le=1024, description="config.json num_key_value_heads. Required unless name is a catalog architecture.")
-    head_dim: int = Field(256, ge=1, le=4096, description="config.json head_dim.")
+    head_dim: int = Field(256, ge=16, le=4096, description="config.json head_dim.")
     linear_num_key_heads: int | None = Field(None, ge=1, le=1024, description="config.json linear_num_key_heads (Gated DeltaNet). Required unless name is a catalog architecture.")
     linear_num_value_heads: int | None = Field(None, ge=1, le=1024, description="config.json linear_num_value_heads. Required unless name is a catalog architecture.")
-    linear_key_head_dim: int = Field(128, ge=1, le=4096, description="config.json linear_key_head_dim.")
-    linear_value_head_dim: int = Field(128, ge=1, le=4096, description="config.json linear_value_head_dim.")
+    linear_key_head_dim: int = Field(128, ge=16, le=4096, description="config.json linear_key_head_dim.")
+    linear_value_head_dim: int = Field(128, ge=16, le=4096, description="config.json linear_value_head_dim.")
     linear_conv_kernel_dim: int = Field(4, ge=2, le=64, description="config.json linear_conv_kernel_dim.")
-    hidden_size: int | None = Field(None, ge=1, le=65536, description="config.json hidden_size. Required unless name is a catalog architecture.")
-    vocab_size: int | None = Field(None, ge=1, le=4194304, description="config.json vocab_size. Required unless name is a catalog architecture.")
+    hidden_size: int | None = Field(None, ge=256, le=65536, description="config.json hidden_size. Required unless name is a catalog architecture.")
+    vocab_size: int | None = Field(None, ge=1024, le=4194304, description="config.json vocab_size. Required unless name is a catalog architecture.")
     num_experts: int = Field(0, ge=0, le=4096, description="config.json num_experts (0 for dense).")
     num_experts_per_tok: int = Field(0, ge=0, le=256, description="config.json num_experts_per_tok.")
     moe_intermediate_size: int = Field(0, ge=0, le=1048576, description="config.json moe_intermediate_size.")
     shared_expert_intermediate_size: int = Field(0, ge=0, le=1048576, description="config.json shared_expert_intermediate_size.")
     intermediate_size: int = Field(0, ge=0, le=1048576, description="config.json intermediate_size (dense MLP).")
     mtp_num_hidden_layers: int = Field(1, ge=0, le=16, description="config.json mtp_num_hidden_layers: multi-token-prediction layers the checkpoint ships (0: speculative mtp is refused).")
+
+    @model_validator(mode="after")
+    def _rules(self) -> "ArchitectureSpec":
+        _check_local(self, ARCHITECTURE_RULES)
+        return self
 
 
 class ModelSpec(ApiModel):
@@ -269,7 +300,8 @@ _CLUSTER_RULES = (
 
 
 class ClusterSpec(ApiModel):
-    model_config = ApiModel.model_config | {"json_schema_extra": cel(*_CLUSTER_RULES)}
+    model_config = ApiModel.model_config | {"json_schema_extra": cel(
+        *_CLUSTER_RULES, *[(r.cel, r.field, r.message) for r in CLUSTER_PLACEMENT_RULES])}
 
     gpu_type: Literal["GB200", "B200", "H200", "H100"] = Field("GB200", description="GPU kind (the catalog's): GB200, B200, H200 or H100.")
     gpus_per_node: int | None = Field(None, ge=1, le=8, description="GPUs per node. Default: the GPU kind's (GB200: 4).")
@@ -289,6 +321,7 @@ class ClusterSpec(ApiModel):
             raise ValidationError.from_exception_data(type(self).__name__, [InitErrorDetails(
                 type=PydanticCustomError("node_loss_toleration_twice", _CLUSTER_RULES[0][2]),
                 loc=("nodeLossTolerationSeconds",), input=self.node_loss_toleration_seconds)])
+        _check_local(self, CLUSTER_PLACEMENT_RULES)
         return self
 
 
@@ -338,7 +371,7 @@ class RouterSpec(ApiModel):
     port: int = Field(8000, ge=1, le=65535, description="Router HTTP port (Service port).")
     prefill_policy: Literal["random", "round_robin", "cache_aware", "power_of_two"] = Field("round_robin", description="--prefill-policy.")
     decode_policy: Literal["random", "round_robin", "cache_aware", "power_of_two"] = Field("round_robin", description="--decode-policy.")
-    service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = Field("ClusterIP", description="Type of the router Service.")
+    service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = Field("ClusterIP", description="Type of the router Service. NodePort and LoadBalancer expose the router (an OpenAI API without authentication) outside the cluster: a status warning says so (docs/security.md).")
 
 
 class RolloutSpec(ApiModel):

@@ -24,8 +24,10 @@ QUANTITY = r"^\+?([0-9]+(\.[0-9]*)?|\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][-+]?[0-
 IMAGE = r"^[A-Za-z0-9\[][A-Za-z0-9._/:@+\[\]-]*$"
 """An OCI image reference: [registry[:port]/]path[:tag][@digest] — characters only; the runtime
 parses the rest."""
-MODEL_PATH = r"^/?[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$"
-"""An HF repository id (org/name) or an absolute or relative path; no spaces, no empty parts."""
+MODEL_PATH = r"^/?[A-Za-z0-9_.][A-Za-z0-9_.-]*(/[A-Za-z0-9_.-]+)*$"
+"""An HF repository id (org/name) or an absolute or relative path; no spaces, no empty parts, and
+not starting with '-': the name is the first argument of ``vllm serve`` and the benchmark's
+``--tokenizer`` value, where ``--headless`` would be read as a flag (issue 21)."""
 _SEGMENT = r"([^/.\x00-\x1f][^/\x00-\x1f]*|\.[^/.\x00-\x1f][^/\x00-\x1f]*|\.\.[^/\x00-\x1f]+|\.)"
 SUB_PATH = rf"^{_SEGMENT}(/({_SEGMENT})?)*$"
 """A relative path inside a volume, as Kubernetes checks volumeMounts[].subPath: not absolute, no
@@ -53,8 +55,11 @@ LabelKey = Annotated[str, Field(min_length=1, max_length=317, pattern=QUALIFIED_
 LabelValue = Annotated[str, Field(max_length=63, pattern=LABEL_VALUE)]
 Quantity = Annotated[str, Field(min_length=1, max_length=32, pattern=QUANTITY)]
 Image = Annotated[str, Field(min_length=1, max_length=512, pattern=IMAGE)]
-ExtraArg = Annotated[str, Field(max_length=8192)]
-EnvValue = Annotated[str, Field(max_length=32768)]
+NO_NUL = r"^[^\x00]*$"
+"""No NUL character: an argument or environment value is a C string of execve(2), which a NUL would
+cut short (or the runtime refuses the container after the pod was accepted)."""
+ExtraArg = Annotated[str, Field(max_length=8192, pattern=NO_NUL)]
+EnvValue = Annotated[str, Field(max_length=32768, pattern=NO_NUL)]
 
 MAX_CONCURRENCY = 1 << 20
 """1,048,576 concurrent requests: 16 decode endpoints × 72 ranks × 1,024 sequences rounded up.
@@ -72,7 +77,9 @@ PATTERN_HELP: dict[str, str] = {
     QUANTITY: "a Kubernetes quantity such as 32, 500m, 256Gi or 1e9",
     IMAGE: "an image reference [registry[:port]/]path[:tag][@digest], e.g. registry.example:5000/qdd-vllm:0.33.0 "
            "(letters, digits and . _ - / : @ + [ ])",
-    MODEL_PATH: "an HF model id (org/name) or a path: letters, digits, '_', '.', '-' and '/'",
+    MODEL_PATH: "an HF model id (org/name) or a path: letters, digits, '_', '.', '-' and '/', not starting with '-' "
+                "(it would be read as a flag)",
+    NO_NUL: "text without a NUL character (\\x00 cannot be passed to a process)",
     SUB_PATH: "a relative path inside the volume: not starting with '/', no '..' element, no control characters",
     SERVED_NAME: "letters, digits and '_', '.', ':', '/', '+', '-'",
     VERSION: "a vLLM version such as 0.33.0",

@@ -107,17 +107,24 @@ class AccuracyOutcome:
         return sum(self.repeats) / len(self.repeats)
 
 
-def parse_accuracy(text: str | None) -> AccuracyOutcome:
-    """The accuracy Job's termination message → AccuracyOutcome. Raises ValueError naming the key."""
+MAX_COUNT = 1 << 31
+"""The largest question or error count read back (GSM8K has 1,319 test questions × ≤ 20 repeats)."""
+
+
+def parse_accuracy(text: str | dict[str, Any] | None) -> AccuracyOutcome:
+    """The accuracy Job's termination message (text, or JSON already read by the operator's bounded
+    reader) → AccuracyOutcome. Raises ValueError naming the key."""
     if not text:
         raise ValueError("(termination message): empty: the Job wrote no result")
-    raw = json.loads(text)
+    raw = json.loads(text) if isinstance(text, str) else text
     reps = raw.get("repeats") if isinstance(raw, dict) else None
-    if not isinstance(reps, list) or not reps or not all(isinstance(x, int | float) and 0 <= x <= 1 for x in reps):
-        raise ValueError(f"repeats: a non-empty list of accuracies in 0..1, got {reps!r}")
+    if not isinstance(reps, list) or not 0 < len(reps) <= 100 or not all(
+            isinstance(x, int | float) and not isinstance(x, bool) and 0 <= x <= 1 for x in reps):
+        raise ValueError(f"repeats: a list of 1..100 accuracies in 0..1, got {str(reps)[:100]}")
     for k in ("questions", "invalid", "errors"):
-        if not isinstance(raw.get(k), int) or raw[k] < 0:
-            raise ValueError(f"{k}: a count, got {raw.get(k)!r}")
+        v = raw.get(k)
+        if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= MAX_COUNT:
+            raise ValueError(f"{k}: a count in 0..{MAX_COUNT}, got {str(v)[:40]}")
     return AccuracyOutcome([float(x) for x in reps], raw["questions"], raw["invalid"], raw["errors"])
 
 

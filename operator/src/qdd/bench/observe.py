@@ -3,19 +3,26 @@
 Steps run one at a time in order (``sweep-0`` … then ``accuracy``, see
 :func:`qdd.render.benchmark.step_names`). Per step, the controller passes the live Job of the
 current manifest (or None) and the pods of that Job; this module reads each finished Job's pod
-termination message (:func:`qdd.bench.results.parse_compact`, :func:`qdd.bench.gsm8k.parse_accuracy`)
+termination message (:func:`qdd.yamlinput.load_json`, then :func:`qdd.bench.results.parse_serve_result`,
+:func:`qdd.bench.gsm8k.parse_accuracy`)
 and says which step to start next, or why the benchmark failed.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..yamlinput import load_json
 from .gsm8k import parse_accuracy
-from .results import ResultError, parse_compact, sweep_point
+from .results import ResultError, parse_serve_result, sweep_point
 
+MESSAGE_BYTES = 16384
+"""The longest termination message read: the kubelet keeps 4,096 bytes; more is not a kubelet's."""
+MESSAGE_DEPTH = 8
+"""A result is a flat JSON object of numbers (the accuracy's ``repeats`` a list in it): 2 deep."""
 NO_RESULT_GRACE_S = 120.0
 """How long a succeeded Job may go without a termination message before the benchmark fails: the
 kubelet writes it when the container ends, so a real Job has it at once; the simulated cluster's
@@ -68,8 +75,8 @@ def _age_s(job: dict[str, Any], now: dt.datetime) -> float:
     return (now - t).total_seconds()
 
 
-def _accuracy(text: str, threshold: float) -> dict[str, Any]:
-    o = parse_accuracy(text)
+def _accuracy(raw: Any, threshold: float) -> dict[str, Any]:
+    o = parse_accuracy(raw if isinstance(raw, dict) else json.dumps(raw))
     return {"repeats": o.repeats, "mean": round(o.mean, 6), "questions": o.questions, "invalid": o.invalid,
             "errors": o.errors, "passThreshold": threshold, "passed": o.errors == 0 and o.mean >= threshold}
 
@@ -98,10 +105,13 @@ def progress(steps: list[str], concurrencies: list[int], threshold: float | None
                          "(its pod's termination message is empty: see the pod's log)"
             return out
         try:
+            # The pod's image is the benchmark author's: its message is read with qdd's bounded JSON
+            # reader (size, depth, finite numbers) before any field of it.
+            raw = load_json(text, max_bytes=MESSAGE_BYTES, max_depth=MESSAGE_DEPTH)
             if step == "accuracy":
-                out.accuracy = _accuracy(text, threshold if threshold is not None else 1.0)
+                out.accuracy = _accuracy(raw, threshold if threshold is not None else 1.0)
             else:
-                out.sweep.append(sweep_point(parse_compact(text), concurrencies[int(step.split("-")[1])], gpus))
+                out.sweep.append(sweep_point(parse_serve_result(raw), concurrencies[int(step.split("-")[1])], gpus))
         except (ResultError, ValueError) as e:
             out.failed = f"Job {name}: its result cannot be read: {e}"
             return out

@@ -44,6 +44,10 @@ RATES = ("duration", "total_token_throughput", "output_throughput", "request_thr
 SETTINGS = ("max_concurrency", "num_prompts")
 MAX_MESSAGE = 4096
 """Kubernetes' limit on a container's termination message, bytes."""
+MAX_VALUE = 1e15
+"""The largest count, time (ms, s) or rate a result may hold: 31 years in ms, 10^15 tokens. The
+message is written by the benchmark image (the author's): a larger number is not a measurement,
+and a status patch must carry every figure derived from it."""
 
 
 class ResultError(ValueError):
@@ -79,7 +83,10 @@ def _number(raw: dict[str, Any], key: str, kind: type, required: bool = True) ->
     if value is None and not required:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ResultError(f"{key}: {'missing' if value is None else f'not a number: {value!r}'}")
+        raise ResultError(f"{key}: {'missing' if value is None else f'not a number: {value!r:.40}'}")
+    if not 0 <= value <= MAX_VALUE or 0 < value < sys.float_info.min:
+        # A denormal latency would make 1000 / TPOT infinite; a negative one means nothing.
+        raise ResultError(f"{key}: {value!r} is not a measurement (0 or a normal number up to {MAX_VALUE:g})")
     if kind is int and value != int(value):
         raise ResultError(f"{key}: not an integer: {value!r}")
     return kind(value)
@@ -157,7 +164,7 @@ def sweep_point(r: ServeResult, concurrency: int, gpus: int | None) -> dict[str,
              "ttftMs": _pcts(r, "ttft"), "tpotMs": _pcts(r, "tpot"), "itlMs": _pcts(r, "itl")}
     if gpus:
         point["totalTokensPerSecondPerGpu"] = round(r.total_tokens_per_second / gpus, 3)
-    if tpot > 0:
+    if tpot > 0 and math.isfinite(1000.0 / tpot):
         point["outputTokensPerSecondPerUser"] = round(1000.0 / tpot, 3)
     return point
 

@@ -26,6 +26,7 @@ from ..bench.observe import Progress, progress, topology
 from ..errors import SpecError
 from ..plan import Plan, build_plan
 from ..render import benchmark as rb
+from ..safetext import safe_value
 from .bench_status import BenchFacts, compute_bench_status
 from .children import APPLIED_HASH, with_owner
 from .kube import TIMEOUT, Kube
@@ -182,7 +183,7 @@ class BenchmarkReconciler:
     def _write(self, bench: dict[str, Any], facts: BenchFacts) -> str:
         old = bench.get("status") or {}
         now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        new = compute_bench_status(old, facts, now)
+        new = safe_value(compute_bench_status(old, facts, now))  # the pod's message, as status and events carry it
         patch = status_patch(old, new)
         if patch is not None:
             meta = bench["metadata"]

@@ -20,6 +20,7 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 from .. import labels
+from ..safetext import safe_text
 from .children import MANAGED_KINDS
 from .informer import ChildCache
 from .metrics import API_WRITES, RECONCILE_STEP_SECONDS
@@ -345,7 +346,7 @@ class Kube:
             "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
             "involvedObject": {"apiVersion": cr["apiVersion"], "kind": cr["kind"], "name": meta["name"],
                                "namespace": meta["namespace"], "uid": meta["uid"]},
-            "type": type_, "reason": reason, "message": message[:1000], "firstTimestamp": now, "lastTimestamp": now,
+            "type": type_, "reason": reason, "message": safe_text(message, 1000), "firstTimestamp": now, "lastTimestamp": now,
             "count": 1, "source": {"component": "qdd-operator"}, "reportingComponent": "qdd-operator",
         }
         try:

@@ -25,6 +25,7 @@ from ..plan import Plan, build_plan
 from ..render import render_all
 from . import metrics
 from ..canary import CanaryState
+from ..safetext import safe_value
 from .canary import CanaryChecker
 from .children import diff, key, with_owner
 from .groups import group_states, groups_to_delete, pods_to_create
@@ -376,6 +377,7 @@ class Reconciler:
         if canary is not None:
             status = self._status_of(cr, plan, desired, observed, states, peer_restart, rollout, errors, canary,
                                      peer_pending, inputs)
+        status = safe_value(status)  # what a router or a spec wrote, as the status and events may carry it
         old = cr.get("status") or {}
         patch = status_patch(old, status)
         if patch is not None:

@@ -331,6 +331,11 @@ def _spec_warnings(spec: QwenDisaggDeploymentSpec) -> list[str]:
         warnings.append("kvTransfer.sideChannelHost is fixed: every engine pod advertises "
                         f"{spec.kv_transfer.side_channel_host}; only correct when that address reaches each pod "
                         "(e.g. one pod per host with hostNetwork)")
+    if spec.router.service_type != "ClusterIP":
+        warnings.append(f"spec.router.serviceType is {spec.router.service_type}: the router (an OpenAI API without "
+                        "authentication) is reachable from outside the cluster "
+                        f"({'through every node' if spec.router.service_type == 'NodePort' else 'through a cloud load balancer'}"
+                        "); use ClusterIP and an Ingress or gateway with authentication (docs/security.md)")
     return warnings
 
 

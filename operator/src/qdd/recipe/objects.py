@@ -17,11 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .. import labels
 from ..api import benchmark as api_bench
 from ..errors import SpecError
+from ..yamlinput import MAX_BYTES, InputError, load_documents
 from .build import build
 from .keys import GSM8K_KEYS, SA_BENCH_KEYS, RecipeError, _Build, _levels, _mapping, _num, _only, _pos
 
@@ -112,6 +111,25 @@ def import_objects(recipe: Any, name: str | None, image: str, source: str = "(re
     return Imported(source=source, deployment=cr, benchmark=bench, notes=list(b.said))
 
 
+def read_recipe(path: Path) -> Any:
+    """The one document of a recipe file, read with the CLI's limits (qdd.yamlinput: at most 1.5 MiB,
+    64 levels, 100,000 values counted with aliases expanded, no alias into itself, no key twice) and
+    PyYAML's own types, as srtctl reads it. Raises :class:`RecipeError` keyed ``(file)``."""
+    with open(path, "rb") as fh:
+        data = fh.read(MAX_BYTES + 1)
+    try:
+        docs = load_documents(data.decode("utf-8"), kubectl=False)
+    except UnicodeDecodeError as e:
+        raise RecipeError([("(file)", f"not UTF-8 text (byte {data[e.start]:#04x} at offset {e.start}): save it as "
+                                      "UTF-8")]) from None
+    except InputError as e:
+        raise RecipeError([("(file)", str(e))]) from None
+    if len(docs) != 1:
+        raise RecipeError([("(file)", f"{len(docs) or 'no'} YAML documents: a recipe is one document (a mapping with "
+                                      "name, model, resources, backend, benchmark)")])
+    return docs[0]
+
+
 def recipe_files(directory: Path) -> list[Path]:
     """The recipes of ``directory`` (``*.yaml``/``*.yml``, not below it), sorted by name."""
     return sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
@@ -124,7 +142,7 @@ def import_directory(directory: Path, image: str) -> tuple[list[Imported], list[
     errors: list[tuple[str, str, str]] = []
     for path in recipe_files(directory):
         try:
-            done.append(import_objects(yaml.safe_load(path.read_text()), None, image, source=str(path)))
+            done.append(import_objects(read_recipe(path), None, image, source=str(path)))
         except RecipeError as e:
             errors += [(str(path), k, m) for k, m in e.errors]
     by_name: dict[str, list[Imported]] = {}

@@ -94,6 +94,24 @@ def _labels(bench: str, plan: Plan, step: str | None = None) -> dict[str, str]:
     return out | ({STEP: step} if step else {})
 
 
+PINNED_TOKENIZER = ("import sys; from huggingface_hub import snapshot_download as d; "
+                    "print(d(sys.argv[1], revision=sys.argv[2], allow_patterns=['*.json', '*.txt', '*.model', '*.tiktoken']))")
+"""Fetches the tokenizer files of one revision and prints their folder. ``vllm bench serve`` has no
+``--tokenizer-revision`` (it calls get_tokenizer without a revision: docs/facts/bench-tokenizer.md),
+so a pinned spec.model.revision is honoured by handing it this folder as ``--tokenizer``;
+huggingface_hub is in every vLLM image (transformers needs it) and reads HF_TOKEN/HF_HOME as the
+engines do."""
+
+
+def _sweep_run(argv: list[str], model: str, revision: str | None) -> str:
+    """The sweep's shell command; with a revision, ``--tokenizer`` is the folder of that revision."""
+    if revision is None:
+        return shlex.join(argv)
+    i = argv.index("--tokenizer") + 1
+    fetch = shlex.join(["python3", "-c", PINNED_TOKENIZER, model, revision])
+    return f'tok=$({fetch}); {shlex.join(argv[:i])} "$tok" {shlex.join(argv[i + 1:])}'
+
+
 def _script(step: str, spec: BenchmarkSpec, plan: Plan, served: str, tokenizer: str) -> str:
     if step == "accuracy":
         assert spec.accuracy is not None
@@ -101,7 +119,9 @@ def _script(step: str, spec: BenchmarkSpec, plan: Plan, served: str, tokenizer: 
         return f"{shlex.join(accuracy_argv(spec.accuracy, router_url(plan), served, data))} > {TERMINATION_LOG}"
     assert spec.sweep is not None
     c = spec.sweep.concurrencies[int(step.split("-")[1])]
-    run = shlex.join(sweep_argv(spec.sweep, c, router_url(plan), served, tokenizer))
+    src = plan.spec.model.source
+    revision = None if src is not None and src.pvc is not None else plan.spec.model.revision  # a PVC has one revision
+    run = _sweep_run(sweep_argv(spec.sweep, c, router_url(plan), served, tokenizer), tokenizer, revision)
     return (f"set -e; mkdir -p {RESULT_DIR}; {run}; "
             f"python3 {SCRIPTS_DIR}/results.py compact {RESULT_DIR}/result.json > {TERMINATION_LOG}")
 

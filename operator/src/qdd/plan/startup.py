@@ -6,6 +6,8 @@ shorter than the engine's start kills every engine while it loads, over and over
 
 from __future__ import annotations
 
+import math
+
 from ..api.spec import QwenDisaggDeploymentSpec
 from ..catalog.checkpoints import Checkpoint
 from ..catalog.startup import StartupPhases, worst_case
@@ -26,4 +28,4 @@ def startup_warnings(spec: QwenDisaggDeploymentSpec, ckpt: Checkpoint) -> list[s
     return [f"spec.cluster.startupTimeoutSeconds {budget} is shorter than the slowest start expected for this "
             f"checkpoint ({slow.total:.0f} s: {checkpoint_bytes(ckpt) / 1e9:.0f} GB from remote storage at 2 GB/s, cold "
             f"compile cache; docs/facts/engine-startup.md): the kubelet would restart engines still loading; raise it "
-            f"to at least {int(slow.total * 1.25)}"]
+            f"to at least {math.ceil(slow.total * 1.25 / 60) * 60} (a quarter over it, in whole minutes)"]

@@ -112,7 +112,7 @@ def test_engine_stages_outrank_kwok_pod_ready_and_cover_every_phase():
 def test_engine_stage_defaults_are_the_seed_warm_start_compressed():
     mod = _stages_module()
     d = engine_startup(237e9, LOCAL, compile_cache_warm=True).compressed(mod.DEFAULT_SCALE)
-    assert mod.DEFAULTS == d.as_durations() and d.total < 2
+    assert d.as_durations() == mod.DEFAULTS and d.total < 2
 
 
 def test_admission_policy_copies_only_the_known_keys():

@@ -29,6 +29,10 @@ compressed: the import time before argparse) or ``crash: serving`` (the engine s
 after ``crash-after``; once: the crash annotation is removed when it fires). A test may also
 annotate a live pod ``engine.sim.qdd.dev/crash=serving``.
 
+The startup probe: when the modelled start outlasts the probe's budget (compressed by the same
+factor), the kubelet's kill is played: the container exits 137 at the budget and is restarted, as
+often as it starts (the policy writes ``engine.sim.qdd.dev/probe-kill`` at admission).
+
 Phases are visible on the pod: ``engine.sim.qdd.dev/phase`` = weights | compile | graphs | serving
 | backoff | exited, and ``engine.sim.qdd.dev/phase-until`` (RFC 3339): the phase's end is an
 absolute time, so that an unrelated update of the pod (kwok plays a stage's delay again from every
@@ -87,11 +91,19 @@ def _enter(phase: str, extra: str = "") -> str:
             f'    {PREFIX}phase-until: {{{{ now | dateModify {dur} | date {_STAMP} | quote }}}}\n' + extra)
 
 
-# Entering "weights": a startup crash is due crash-after (default: the import time) from now.
+# Entering "weights": a flag vLLM refuses ends the process crash-after (default: the import time)
+# from now, status 2; else, when the start outlasts the startup probe's budget (probe-kill, worked
+# out at admission), the kubelet kills the container at the budget, status 137.
 _CRASH_AT_START = (
     '{{ if eq (index $a "engine.sim.qdd.dev/crash" | toString) "startup" }}'
     '{{ $after := or (index $a "engine.sim.qdd.dev/crash-after") (printf "%dms" (div ' + str(CRASH_AFTER_STARTUP_MS) + ' $scale)) }}\n'
     f'    {PREFIX}crash-at: {{{{ now | dateModify $after | date {_STAMP} | quote }}}}\n'
+    f'    {PREFIX}exit-code: "2"\n'
+    f'    {PREFIX}exit-message: "vllm serve: error: unrecognized arguments (simulated start-up crash)"\n'
+    '{{ else if index $a "engine.sim.qdd.dev/probe-kill" }}\n'
+    f'    {PREFIX}crash-at: {{{{ now | dateModify (index $a "{PREFIX}probe-kill") | date {_STAMP} | quote }}}}\n'
+    f'    {PREFIX}exit-code: "137"\n'
+    f'    {PREFIX}exit-message: "startup probe failed: the kubelet killed the engine while it was still starting"\n'
     '{{ end }}\n')
 _CRASH_AT_SERVING = (
     '{{ if eq (index $a "engine.sim.qdd.dev/crash" | toString) "serving" }}'
@@ -169,8 +181,11 @@ containerStatuses:
 {{ end }}
 """
 
-# The container exited with CODE: restartPolicy Always waits in CrashLoopBackOff, Never fails the pod.
-_EXITED = """{{ $now := Now }}
+# The container exited (status and message from the annotations the crash was planned with, else an
+# engine-core death, 1): restartPolicy Always waits in CrashLoopBackOff, Never fails the pod.
+_EXITED = """{{ $now := Now }}{{ $a := or .metadata.annotations dict }}
+{{ $code := or (index $a "engine.sim.qdd.dev/exit-code") "1" }}
+{{ $msg := or (index $a "engine.sim.qdd.dev/exit-message") "EngineCore died unexpectedly (simulated crash after serving)" }}
 {{ $restarts := 0 }}{{ $started := $now }}
 {{ range .status.containerStatuses }}{{ $restarts = int .restartCount }}{{ with .state.running }}{{ $started = .startedAt }}{{ end }}{{ end }}
 {{ $always := ne (.spec.restartPolicy | toString) "Never" }}
@@ -187,13 +202,13 @@ containerStatuses:
   {{ if $always }}
   restartCount: {{ add1 $restarts }}
   lastState:
-    terminated: {exitCode: CODE, reason: Error, message: MESSAGE, finishedAt: {{ $now | Quote }}, startedAt: {{ $started | Quote }}}
+    terminated: {exitCode: {{ $code }}, reason: Error, message: {{ $msg | Quote }}, finishedAt: {{ $now | Quote }}, startedAt: {{ $started | Quote }}}
   state:
     waiting: {reason: CrashLoopBackOff, message: "back-off restarting failed container vllm"}
   {{ else }}
   restartCount: {{ $restarts }}
   state:
-    terminated: {exitCode: CODE, reason: Error, message: MESSAGE, finishedAt: {{ $now | Quote }}, startedAt: {{ $started | Quote }}}
+    terminated: {exitCode: {{ $code }}, reason: Error, message: {{ $msg | Quote }}, finishedAt: {{ $now | Quote }}, startedAt: {{ $started | Quote }}}
   {{ end }}
 {{ end }}
 phase: {{ if $always }}Running{{ else }}Failed{{ end }}
@@ -206,6 +221,8 @@ _AFTER_EXIT = (_ANN + """
 metadata:
   annotations:
     engine.sim.qdd.dev/crash-at: null
+    engine.sim.qdd.dev/exit-code: null
+    engine.sim.qdd.dev/exit-message: null
 {{ if eq (index $a "engine.sim.qdd.dev/crash" | toString) "serving" }}    engine.sim.qdd.dev/crash: null
 {{ end }}{{ if ne (.spec.restartPolicy | toString) "Never" }}    engine.sim.qdd.dev/phase: backoff
     engine.sim.qdd.dev/phase-until: {{ now | dateModify (printf "%dms" (div $b $scale)) | date """ + _STAMP + """ | quote }}
@@ -232,8 +249,8 @@ def _meta(template: str) -> dict[str, Any]:
     return {"patch": {"template": template}}
 
 
-def _exit(code: int, message: str) -> list[dict[str, Any]]:
-    return [_status(_EXITED.replace("CODE", str(code)).replace("MESSAGE", json.dumps(message))), _meta(_AFTER_EXIT)]
+def _exit() -> list[dict[str, Any]]:
+    return [_status(_EXITED), _meta(_AFTER_EXIT)]
 
 
 def stages() -> list[dict[str, Any]]:
@@ -251,14 +268,15 @@ def stages() -> list[dict[str, Any]]:
         _stage("qdd-engine-serving", [_phase("graphs"), no_crash],
                [_status(_SERVING), _meta(_ANN + f"\nmetadata:\n  annotations:\n    {PREFIX}phase: serving\n" + _CRASH_AT_SERVING)],
                _until()),
+        # A start-up crash, or the kubelet's kill at the startup probe's budget.
         _stage("qdd-engine-startup-crash", [_phase("weights", "compile", "graphs"), crash],
-               _exit(2, "vllm serve: error: unrecognized arguments (simulated start-up crash)"), _until("crash-at")),
+               _exit(), _until("crash-at")),
         _stage("qdd-engine-crash", [_phase("serving"), crash],
-               _exit(1, "EngineCore died unexpectedly (simulated crash after serving)"), _until("crash-at")),
+               _exit(), _until("crash-at")),
         # A live pod annotated crash=serving by a test: the crash is due now.
         _stage("qdd-engine-crash-now", [_phase("serving"), no_crash,
                                          {"key": f'.metadata.annotations["{PREFIX}crash"]', "operator": "In", "values": ["serving"]}],
-               _exit(1, "EngineCore died unexpectedly (simulated crash after serving)")),
+               _exit()),
     ]
 
 
@@ -266,10 +284,28 @@ def admission_objects() -> list[dict[str, Any]]:
     """The MutatingAdmissionPolicy (admissionregistration.k8s.io/v1, GA in Kubernetes 1.36) that
     copies a namespace's ConfigMap ``qdd-sim-engine-startup`` onto each engine pod it creates, and
     its binding. No ConfigMap in the namespace: the pod is left as it is (the Stages' defaults)."""
+    keys = json.dumps(list(PARAM_KEYS)).replace('"', "'")
     patch = ("!has(params.data) ? [] : (has(object.metadata.annotations) ? [] : [JSONPatch{op: 'add', path: "
-             "'/metadata/annotations', value: {}}]) + params.data.filter(k, k in " + json.dumps(list(PARAM_KEYS)).replace('"', "'") + ")"
+             "'/metadata/annotations', value: {}}]) + params.data.filter(k, k in " + keys + ")"
              ".map(k, JSONPatch{op: 'add', path: '/metadata/annotations/' + jsonpatch.escapeKey('" + PREFIX + "' + k), "
-             "value: params.data[k]})")
+             "value: params.data[k]}) + (variables.probeKillMs >= 0 ? [JSONPatch{op: 'add', path: "
+             "'/metadata/annotations/' + jsonpatch.escapeKey('" + PREFIX + "probe-kill'), "
+             "value: string(variables.probeKillMs) + 'ms'}] : [])")
+    timed = "has(params.data) && ['weights', 'compile', 'graphs', 'time-scale'].all(k, k in params.data)"
+    probe = "object.spec.containers[0].startupProbe"
+    variables = [
+        # The modelled start, compressed (ms), when the namespace's ConfigMap gives it.
+        {"name": "startMs", "expression": f"{timed} ? " + " + ".join(
+            f"duration(params.data['{p}']).getMilliseconds()" for p in ("weights", "compile", "graphs")) + " : -1"},
+        # The startup probe's budget (ms, uncompressed): the kubelet restarts a container whose probe
+        # has not passed after initialDelaySeconds + periodSeconds x failureThreshold (defaults 0, 10, 3).
+        {"name": "budgetMs", "expression": f"has({probe}) ? ({probe}.?initialDelaySeconds.orValue(0) + "
+                                           f"{probe}.?periodSeconds.orValue(10) * {probe}.?failureThreshold.orValue(3)) "
+                                           "* 1000 : -1"},
+        {"name": "probeKillMs", "expression": "variables.startMs >= 0 && variables.budgetMs >= 0 && "
+                                              "variables.budgetMs / int(params.data['time-scale']) < variables.startMs ? "
+                                              "variables.budgetMs / int(params.data['time-scale']) : -1"},
+    ]
     policy = {
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicy",
         "metadata": {"name": "qdd-sim-engine-startup"},
@@ -282,6 +318,7 @@ def admission_objects() -> list[dict[str, Any]]:
                                  "object.metadata.labels['qdd.dev/role'] in ['prefill', 'decode']"}],
             "failurePolicy": "Fail",
             "reinvocationPolicy": "Never",
+            "variables": variables,
             "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": patch}}],
         },
     }

@@ -59,6 +59,9 @@ def test_ready_follows_every_engine_s_start_up(kube, operator, namespace):
     took = t.polls[-1].t - t.polls[0].t
     pods = t.engines()
     assert len(pods) == 6 and all(pod_ready(p) for p in pods)
+    # no probe killed an engine still starting (the default budget, 3600 s, outlasts 504 s)
+    assert [p["status"]["containerStatuses"][0]["restartCount"] for p in pods] == [0] * 6
+    assert not any("engine.sim.qdd.dev/probe-kill" in p["metadata"]["annotations"] for p in pods)
     probed = [p for p in pods if "readinessProbe" in p["spec"]["containers"][0]]
     workers = [p for p in pods if p not in probed]
     assert len(probed) == 5 and [p["metadata"]["labels"]["qdd.dev/group-role"] for p in workers] == ["worker"]
@@ -192,3 +195,25 @@ def test_a_crash_after_serving_restarts_the_engine_in_place(kube, operator, name
         v["status"]["containerStatuses"][0]["lastState"]["terminated"]["finishedAt"]) + START - 1
     print(f"\ncrash after serving: {victim} restarted in place, Ready again after {took:.1f} s")
 
+
+
+def test_a_startup_probe_budget_shorter_than_the_start_kills_the_engines_over_and_over(kube, operator, namespace):
+    """The control for the check above: startupTimeoutSeconds 300 (what the plan warns about) against
+    the 504 s start: the simulated kubelet kills each probed engine at its budget (300 s / 60 = 5 s),
+    status 137, and again after every restart; the deployment never becomes Ready."""
+    t = _deploy(kube, namespace, **{"spec.cluster.startupTimeoutSeconds": 300})
+
+    def killed_twice(o, p):
+        pods = t.engines()
+        return o if pods and [x for x in pods if (x["status"].get("containerStatuses") or [{}])[0].get(
+            "restartCount", 0) >= 2] else None
+    obj = t.until(killed_twice, 60, "a probed engine killed twice at its startup budget")
+    assert cond(obj, "Ready").get("status") != "True"
+    assert any("startupTimeoutSeconds 300 is shorter" in w for w in obj["status"]["warnings"]), obj["status"]["warnings"]
+    killed = [x for x in t.engines() if (x["status"].get("containerStatuses") or [{}])[0].get("restartCount", 0) >= 2]
+    for x in killed:
+        assert x["metadata"]["annotations"]["engine.sim.qdd.dev/probe-kill"] == "5000ms"
+        assert x["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"] == 137
+        assert "startupProbe" in x["spec"]["containers"][0]
+    print(f"\nstartup budget 300 s against a 504 s start: {len(killed)} engines killed at 5 s (compressed), again "
+          "after each restart; never Ready")

@@ -191,7 +191,7 @@ _EXITED = """{{ $now := Now }}{{ $a := or .metadata.annotations dict }}
 {{ $always := ne (.spec.restartPolicy | toString) "Never" }}
 conditions:
 - {type: Initialized, status: "True", lastTransitionTime: {{ $now | Quote }}}
-- {type: Ready, status: "False", reason: PodCompleted, lastTransitionTime: {{ $now | Quote }}}
+- {type: Ready, status: "False", reason: ContainersNotReady, lastTransitionTime: {{ $now | Quote }}}
 - {type: ContainersReady, status: "False", lastTransitionTime: {{ $now | Quote }}}
 containerStatuses:
 {{ range .spec.containers }}

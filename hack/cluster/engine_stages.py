@@ -156,14 +156,15 @@ phase: Running
 {{ if not .status.startTime }}startTime: {{ $now | Quote }}{{ end }}
 """
 
-# The engine answers /health: started and Ready.
+# The engine answers /health: started and Ready (a condition already True keeps its transition time:
+# the headless worker, without probes, has been Ready since its container ran).
 _SERVING = """{{ $now := Now }}
-{{ $restarts := 0 }}{{ $last := dict }}{{ $started := $now }}
+{{ $restarts := 0 }}{{ $last := dict }}{{ $started := $now }}{{ $readyAt := $now }}{{ $crAt := $now }}
 {{ range .status.containerStatuses }}{{ $restarts = int .restartCount }}{{ with .lastState }}{{ $last = . }}{{ end }}{{ with .state.running }}{{ $started = .startedAt }}{{ end }}{{ end }}
+{{ range .status.conditions }}{{ if eq (.status | toString) "True" }}{{ if eq (.type | toString) "Ready" }}{{ $readyAt = .lastTransitionTime }}{{ end }}{{ if eq (.type | toString) "ContainersReady" }}{{ $crAt = .lastTransitionTime }}{{ end }}{{ end }}{{ end }}
 conditions:
-- {type: Initialized, status: "True", lastTransitionTime: {{ $now | Quote }}}
-- {type: Ready, status: "True", lastTransitionTime: {{ $now | Quote }}}
-- {type: ContainersReady, status: "True", lastTransitionTime: {{ $now | Quote }}}
+- {type: Ready, status: "True", lastTransitionTime: {{ $readyAt | Quote }}}
+- {type: ContainersReady, status: "True", lastTransitionTime: {{ $crAt | Quote }}}
 containerStatuses:
 {{ range .spec.containers }}
 - image: {{ .image | Quote }}

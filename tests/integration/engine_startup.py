@@ -10,8 +10,9 @@ engine pod of the generation it serves is Ready; it records what it saw for the 
 
 from __future__ import annotations
 
+import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -59,23 +60,55 @@ class Poll:
     phases: dict[str, str]
 
 
-@dataclass
-class Timeline:
-    kube: Kube
-    name: str
-    ns: str
-    polls: list[Poll] = field(default_factory=list)
-    deleted: dict[str, tuple[str, str]] = field(default_factory=dict)
-    """Engine pod uid -> (name, first deletionTimestamp seen)."""
-    seen: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Engine pod uid -> its last version seen."""
+def _serves(pods: list[dict[str, Any]], serving: str) -> bool:
+    gen = serving.split("/")[0]
+    mine = [p for p in pods if p["metadata"]["labels"].get("qdd.dev/generation") == gen]
+    return bool(gen) and {p["metadata"]["labels"]["qdd.dev/role"] for p in mine} == {"prefill", "decode"} and all(
+        pod_ready(p) and not p["metadata"].get("deletionTimestamp") for p in mine)
 
-    def __post_init__(self) -> None:
+
+class Timeline:
+    """Polls one deployment; a watch on its pods records every version of each (``seen``, by uid)
+    and the first deletionTimestamp of each (``deleted``), which polls could miss: kwok deletes a
+    pod within milliseconds of its deletionTimestamp."""
+
+    def __init__(self, kube: Kube, name: str, ns: str) -> None:
         from kubernetes import client
 
-        api = self.kube.api_client()
+        self.kube, self.name, self.ns = kube, name, ns
+        self.polls: list[Poll] = []
+        self.check_ready = True
+        """Check, at every poll, that Ready=True comes with every served engine Ready (off once a
+        test injects a crash: the status can only learn of it after the pod says so)."""
+        self.deleted: dict[str, tuple[str, str]] = {}
+        self.seen: dict[str, dict[str, Any]] = {}
+        api = kube.api_client()
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
+        self._stop = threading.Event()
+        rv = self.core.list_namespaced_pod(ns).metadata.resource_version
+        self._thread = threading.Thread(target=self._watch, args=(rv,), daemon=True)
+        self._thread.start()
+
+    def _watch(self, rv: str) -> None:
+        from kubernetes import watch
+
+        while not self._stop.is_set():
+            w = watch.Watch()
+            for ev in w.stream(self.core.list_namespaced_pod, self.ns, resource_version=rv, timeout_seconds=5,
+                               label_selector=f"qdd.dev/deployment={self.name}"):
+                p = self.core.api_client.sanitize_for_serialization(ev["object"])
+                rv = p["metadata"]["resourceVersion"]
+                uid = p["metadata"]["uid"]
+                self.seen[uid] = p
+                if p["metadata"].get("deletionTimestamp") and uid not in self.deleted:
+                    self.deleted[uid] = (p["metadata"]["name"], p["metadata"]["deletionTimestamp"])
+                if self._stop.is_set():
+                    w.stop()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
 
     def cr(self) -> dict[str, Any]:
         return self.custom.get_namespaced_custom_object("qdd.dev", "v1alpha1", self.ns, "qwendisaggdeployments", self.name)
@@ -86,26 +119,21 @@ class Timeline:
         return [p for p in pods if (p["metadata"].get("labels") or {}).get("qdd.dev/role") in ("prefill", "decode")]
 
     def poll(self) -> Poll:
-        obj, pods = self.cr(), self.engines()
+        # Pods, then the custom resource, then pods again: a generation served at the second read
+        # was served by the pods of the first (qdd switches only to a Ready generation, deletes the
+        # old one only after); a Ready read second is checked against the pods read third.
+        before = self.engines()
+        obj = self.cr()
+        after = self.engines()
         st = obj.get("status") or {}
         current = st.get("observedGeneration") == obj["metadata"]["generation"]
         ready = current and cond(obj, "Ready").get("status") == "True"
         serving = (st.get("rollout") or {}).get("serving", "")
-        gen = serving.split("/")[0]
-        mine = [p for p in pods if p["metadata"]["labels"].get("qdd.dev/generation") == gen]
-        roles = {p["metadata"]["labels"]["qdd.dev/role"] for p in mine}
-        ok = bool(gen) and roles == {"prefill", "decode"} and all(
-            pod_ready(p) and not p["metadata"].get("deletionTimestamp") for p in mine)
-        for p in pods:
-            uid = p["metadata"]["uid"]
-            self.seen[uid] = p
-            if p["metadata"].get("deletionTimestamp") and uid not in self.deleted:
-                self.deleted[uid] = (p["metadata"]["name"], p["metadata"]["deletionTimestamp"])
-        poll = Poll(time.monotonic(), ready, serving, ok,
-                    {p["metadata"]["name"]: (p["metadata"].get("annotations") or {}).get(PHASE, "") for p in pods})
-        # Ready is never reported before the engines it serves are ready.
-        if ready:
-            assert ok, f"Ready=True while the generation it serves ({serving}) is not all Ready: {poll.phases}"
+        poll = Poll(time.monotonic(), ready, serving, _serves(before, serving),
+                    {p["metadata"]["name"]: (p["metadata"].get("annotations") or {}).get(PHASE, "") for p in after})
+        if ready and self.check_ready:
+            assert _serves(after, serving), \
+                f"Ready=True while the generation it serves ({serving}) is not all Ready: {poll.phases}"
         self.polls.append(poll)
         return poll
 
@@ -122,7 +150,8 @@ class Timeline:
             time.sleep(interval)
 
     def gap(self, since: float) -> float:
-        """Seconds (between polls) after ``since`` during which the serving generation could not answer."""
+        """Seconds (between polls) after ``since`` during which the serving generation could not answer:
+        for the report; assertions use the objects' own times."""
         out, prev = 0.0, None
         for p in self.polls:
             if p.t < since:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from qdd.catalog.startup import worst_case
 
 from .conftest import Kube
@@ -26,11 +28,21 @@ START = PHASES.total
 TIMEOUT = 120
 
 
-def _deploy(kube: Kube, ns: str, crash: str | None = None, **changes) -> Timeline:
-    kube.apply(startup_configmap(ns, PHASES, SCALE, crash))
-    cr = cr_of(SEED, ns, **changes)
-    kube.apply(cr)
-    return Timeline(kube, cr["metadata"]["name"], ns)
+@pytest.fixture
+def deploy(kube: Kube, namespace: str):
+    """deploy(**changes) -> Timeline of the seed in ``namespace``, its engines on the start-up model."""
+    made: list[Timeline] = []
+
+    def make(**changes) -> Timeline:
+        kube.apply(startup_configmap(namespace, PHASES, SCALE))
+        cr = cr_of(SEED, namespace, **changes)
+        t = Timeline(kube, cr["metadata"]["name"], namespace)  # watching before the first pod exists
+        made.append(t)
+        kube.apply(cr)
+        return t
+    yield make
+    for t in made:
+        t.stop()
 
 
 def _ready(t: Timeline, timeout: float = TIMEOUT) -> dict:
@@ -50,11 +62,11 @@ def _started(p: dict) -> float:
     return ts(c["state"]["running"]["startedAt"])
 
 
-def test_ready_follows_every_engine_s_start_up(kube, operator, namespace):
+def test_ready_follows_every_engine_s_start_up(kube, operator, namespace, deploy):
     """Fresh deployment: each probed engine (prefill, decode leader) is Ready only after its modelled
     start; the headless decode worker, which has no probe, is Ready as soon as it runs (as the
     kubelet does it); the deployment's Ready comes after the last engine's."""
-    t = _deploy(kube, namespace)
+    t = deploy()
     obj = _ready(t)
     took = t.polls[-1].t - t.polls[0].t
     pods = t.engines()
@@ -76,8 +88,8 @@ def test_ready_follows_every_engine_s_start_up(kube, operator, namespace):
     print(f"\nstart-up model: {START:.1f} s per engine (504 s / {SCALE}); seed Ready after {took:.1f} s")
 
 
-def test_surge_keeps_the_serving_generation_until_the_new_one_is_ready(kube, operator, namespace):
-    t = _deploy(kube, namespace)
+def test_surge_keeps_the_serving_generation_until_the_new_one_is_ready(kube, operator, namespace, deploy):
+    t = deploy()
     old = _generation(_ready(t))
     before = {p["metadata"]["uid"] for p in t.engines()}
     since = t.polls[-1].t
@@ -89,30 +101,36 @@ def test_surge_keeps_the_serving_generation_until_the_new_one_is_ready(kube, ope
     assert len(new_pods) == 6 and all(pod_ready(p) for p in new_pods)
     new_ready = max(ts(cond(p, "Ready")["lastTransitionTime"]) for p in new_pods)
     old_deleted = [d for uid, (_, d) in t.deleted.items() if uid in before]
-    assert old_deleted and min(ts(d) for d in old_deleted) >= new_ready, "an old engine was deleted before the new ones served"
+    assert len(old_deleted) == 6, t.deleted  # the watch saw each old engine's deletion
+    assert min(ts(d) for d in old_deleted) >= new_ready, "an old engine was deleted before the new ones served"
     assert t.gap(since) == 0, "a poll found the serving generation unable to answer"
     assert took >= START
     print(f"\nsurge with the start-up model: Ready on {_generation(obj)} after {took:.1f} s, no poll without a "
           f"serving generation ({len(t.polls)} polls)")
 
 
-def test_recreate_serves_nothing_for_one_start_up(kube, operator, namespace):
-    t = _deploy(kube, namespace, **{"spec.rollout.strategy": "Recreate"})
+def test_recreate_serves_nothing_for_one_start_up(kube, operator, namespace, deploy):
+    t = deploy(**{"spec.rollout.strategy": "Recreate"})
     old = _generation(_ready(t))
+    before = {p["metadata"]["uid"] for p in t.engines()}
     since = t.polls[-1].t
     _patch(kube, t, {"engine": {"image": "qdd/vllm:recreated"}})
     obj = t.until(lambda o, p: p.ready and _generation(o) != old, TIMEOUT, "the new generation Ready")
     took = t.polls[-1].t - since
     gap = t.gap(since)
-    # the old engines go first, then the new ones start: nothing serves for about one start-up
-    assert gap >= START - 1, (gap, START)
+    # the old engines go first, then the new ones start: nothing serves for at least one start-up
+    old_deleted = max(ts(d) for uid, (_, d) in t.deleted.items() if uid in before)
+    new_pods = [p for p in t.engines() if p["metadata"]["uid"] not in before]
+    new_ready = max(ts(cond(p, "Ready")["lastTransitionTime"]) for p in new_pods)
+    assert min(_started(p) for p in new_pods) >= old_deleted - 1  # (one-second timestamps)
+    assert new_ready - old_deleted >= START - 1, (new_ready, old_deleted, START)
     assert not [p for p in t.polls if p.t > since and p.ready and not p.serving_ok]
     print(f"\nrecreate with the start-up model: Ready on {_generation(obj)} after {took:.1f} s, nothing served for "
           f"{gap:.1f} s")
 
 
-def test_a_superseding_edit_mid_start_keeps_the_old_generation_serving(kube, operator, namespace):
-    t = _deploy(kube, namespace)
+def test_a_superseding_edit_mid_start_keeps_the_old_generation_serving(kube, operator, namespace, deploy):
+    t = deploy()
     old = _generation(_ready(t))
     since = t.polls[-1].t
     _patch(kube, t, {"engine": {"image": "qdd/vllm:first"}})
@@ -131,8 +149,8 @@ def test_a_superseding_edit_mid_start_keeps_the_old_generation_serving(kube, ope
           "never served, no poll without a serving generation")
 
 
-def test_a_replaced_prefill_engine_restarts_the_decode_group_and_serving_waits_for_it(kube, operator, namespace):
-    t = _deploy(kube, namespace)
+def test_a_replaced_prefill_engine_restarts_the_decode_group_and_serving_waits_for_it(kube, operator, namespace, deploy):
+    t = deploy()
     _ready(t)
     decode_before = {p["metadata"]["uid"] for p in t.engines() if p["metadata"]["labels"]["qdd.dev/role"] == "decode"}
     since = t.polls[-1].t
@@ -145,15 +163,18 @@ def test_a_replaced_prefill_engine_restarts_the_decode_group_and_serving_waits_f
     took = t.polls[-1].t - since
     gap = t.gap(since)
     # one decode endpoint: while its new group starts, no request can be decoded
-    assert gap >= START - 1, (gap, START)
+    gone = max(ts(d) for uid, (_, d) in t.deleted.items() if uid in decode_before)
+    decode = [x for x in t.engines() if x["metadata"]["labels"]["qdd.dev/role"] == "decode"]
+    back_at = max(ts(cond(x, "Ready")["lastTransitionTime"]) for x in decode)
+    assert back_at - gone >= START - 1, (back_at, gone, START)
     print(f"\nprefill pod replaced: decode group restarted, Ready again after {took:.1f} s, nothing served for {gap:.1f} s")
 
 
-def test_a_start_up_crash_of_a_new_generation_never_replaces_the_serving_one(kube, operator, namespace):
+def test_a_start_up_crash_of_a_new_generation_never_replaces_the_serving_one(kube, operator, namespace, deploy):
     """A new generation whose engines exit 2 at start (a flag vLLM refuses): CrashLoopBackOff with
     the kubelet's growing back-off; the old generation serves throughout and the status never says
     Ready for the new spec."""
-    t = _deploy(kube, namespace)
+    t = deploy()
     old = _generation(_ready(t))
     since = t.polls[-1].t
     kube.apply(startup_configmap(namespace, PHASES, SCALE, crash="startup"))
@@ -174,12 +195,13 @@ def test_a_start_up_crash_of_a_new_generation_never_replaces_the_serving_one(kub
           f"{c['restartCount']} times; old generation served throughout; Ready: {cond(obj, 'Ready').get('reason')}")
 
 
-def test_a_crash_after_serving_restarts_the_engine_in_place(kube, operator, namespace):
-    t = _deploy(kube, namespace)
+def test_a_crash_after_serving_restarts_the_engine_in_place(kube, operator, namespace, deploy):
+    t = deploy()
     _ready(t)
     victim = f"{t.name}-prefill-0"
     uid = kube.get("pod", victim, namespace)["metadata"]["uid"]
     since = t.polls[-1].t
+    t.check_ready = False  # the status learns of the crash only after the pod says so
     kube.kubectl("annotate", "pod", victim, "-n", namespace, "engine.sim.qdd.dev/crash=serving")
 
     def restarted(o, p):
@@ -197,11 +219,11 @@ def test_a_crash_after_serving_restarts_the_engine_in_place(kube, operator, name
 
 
 
-def test_a_startup_probe_budget_shorter_than_the_start_kills_the_engines_over_and_over(kube, operator, namespace):
+def test_a_startup_probe_budget_shorter_than_the_start_kills_the_engines_over_and_over(kube, operator, namespace, deploy):
     """The control for the check above: startupTimeoutSeconds 300 (what the plan warns about) against
     the 504 s start: the simulated kubelet kills each probed engine at its budget (300 s / 60 = 5 s),
     status 137, and again after every restart; the deployment never becomes Ready."""
-    t = _deploy(kube, namespace, **{"spec.cluster.startupTimeoutSeconds": 300})
+    t = deploy(**{"spec.cluster.startupTimeoutSeconds": 300})
 
     def killed_twice(o, p):
         pods = t.engines()

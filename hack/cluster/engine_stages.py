@@ -136,6 +136,7 @@ containerStatuses:
     running:
       startedAt: {{ $now | Quote }}
 {{ end }}
+{{ if not .status.podIP }}{{/* a restarted container keeps its pod's addresses */}}
 {{ $hostIPs := NodeIPsWith .spec.nodeName }}
 {{ with $hostIPs }}
 hostIP: {{ index . 0 | Quote }}
@@ -150,6 +151,7 @@ podIP: {{ index . 0 | Quote }}
 podIPs:
 {{ range . }}
 - ip: {{ . | Quote }}
+{{ end }}
 {{ end }}
 {{ end }}
 phase: Running

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from qdd.catalog.startup import StartupPhases
@@ -38,6 +38,12 @@ def ts(s: str | None) -> float:
     """RFC 3339 (seconds resolution, as the API server writes conditions) -> epoch seconds."""
     assert s, "no timestamp"
     return datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
+
+
+def deleted_at(p: dict[str, Any]) -> str:
+    """When deletion was asked (RFC 3339): deletionTimestamp is that time plus the grace period."""
+    at = ts(p["metadata"]["deletionTimestamp"]) - (p["metadata"].get("deletionGracePeriodSeconds") or 0)
+    return datetime.fromtimestamp(at, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def cond(obj: dict[str, Any], ctype: str) -> dict[str, Any]:
@@ -81,6 +87,7 @@ class Timeline:
         """Check, at every poll, that Ready=True comes with every served engine Ready (off once a
         test injects a crash: the status can only learn of it after the pod says so)."""
         self.deleted: dict[str, tuple[str, str]] = {}
+        """Engine pod uid -> (name, when its deletion was asked, RFC 3339)."""
         self.seen: dict[str, dict[str, Any]] = {}
         api = kube.api_client()
         self.core = client.CoreV1Api(api)
@@ -102,7 +109,7 @@ class Timeline:
                 uid = p["metadata"]["uid"]
                 self.seen[uid] = p
                 if p["metadata"].get("deletionTimestamp") and uid not in self.deleted:
-                    self.deleted[uid] = (p["metadata"]["name"], p["metadata"]["deletionTimestamp"])
+                    self.deleted[uid] = (p["metadata"]["name"], deleted_at(p))
                 if self._stop.is_set():
                     w.stop()
 

@@ -103,6 +103,8 @@ case $heartbeat in ''|*[!0-9.]*) echo "cluster-up: QDD_HEARTBEAT_FACTOR must be 
 # What a cluster was created with (gates, scheduler configuration, heartbeats): another ask recreates it.
 mode_file="$state/created-with"
 mode="workload-api=$workload_api scheduler-config=$(sha256sum < "$root/hack/cluster/scheduler-config.yaml" | cut -c1-12)"
+# The engine pods' kwok Stages are in kwok's configuration, read when kwok starts: new ones recreate the cluster.
+mode="$mode engine-stages=$(cat "$root/hack/cluster/engine_stages.py" "$root/operator/src/qdd/catalog/startup.py" | sha256sum | cut -c1-12)"
 # Clusters made before the factor was a knob ran kwokctl's default, 5: their mode stays as it was.
 [ "$heartbeat" = 5 ] || mode="$mode heartbeat-factor=$heartbeat"
 
@@ -118,7 +120,23 @@ create_cluster() {
     --kube-scheduler-config "$root/hack/cluster/scheduler-config.yaml" \
     --kubeconfig "" --quiet-pull --disable-qps-limits \
     --wait 120s --timeout 5m 9>&-
+  add_engine_stages
   mkdir -p "$state"; echo "$mode" > "$mode_file"
+}
+
+# kwokctl wrote kwok's own Stages (pod-ready, pod-complete, pod-delete, the node stages, sized for
+# the heartbeat factor) into the cluster's kwok configuration; the engine pods' Stages
+# (hack/cluster/engine_stages.py: start-up phases, readiness, crashes) are added to them, and the
+# kwok controller started again to read them. Done before any node exists: no lease to wait out.
+add_engine_stages() {
+  local conf="$cluster_dir/kwok.yaml"
+  [ -s "$conf" ] || { echo "cluster-up: $conf missing after kwokctl create" >&2; exit 1; }
+  if ! grep -q 'name: qdd-engine-container-start' "$conf"; then
+    { echo "---"; "$py" "$root/hack/cluster/engine_stages.py" stages; } >> "$conf"
+  fi
+  stop_leftovers kwok-controller
+  "${offline_env[@]}" kwokctl start cluster --name "$name" --wait 60s --timeout 2m 9>&- >/dev/null
+  log "engine start-up Stages added to kwok's configuration (hack/cluster/engine_stages.py)"
 }
 
 if [ -d "$cluster_dir" ] && [ "$(cat "$mode_file" 2>/dev/null)" != "$mode" ]; then
@@ -205,6 +223,9 @@ k wait --for=condition=Established --timeout=60s crd/computedomains.resource.nvi
 objects=$(mktemp); trap 'rm -f "$objects"' EXIT
 "$py" hack/cluster/objects.py --racks "$racks" --channels "$channels" > "$objects"
 k apply -f "$objects" >/dev/null
+# The engine pods' start-up durations per namespace (a ConfigMap qdd-sim-engine-startup), copied
+# onto each engine pod at creation by a MutatingAdmissionPolicy (hack/cluster/engine_stages.py).
+"$py" hack/cluster/engine_stages.py admission | k apply -f - >/dev/null
 # Prune simulated nodes (and their slices) of racks no longer asked for.
 want_nodes=$("$py" -c 'import json,sys; print(" ".join(sorted(i["metadata"]["name"] for i in json.load(open(sys.argv[1]))["items"] if i["kind"]=="Node")))' "$objects")
 for n in $(k get nodes -l qdd.dev/simulated=true -o jsonpath='{.items[*].metadata.name}'); do

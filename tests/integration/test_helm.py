@@ -18,7 +18,9 @@ Deployment and CRD in the cluster, and `helm uninstall` leaves nothing stuck: no
 CRD and the QwenDisaggDeployments kept (by design), none of them blocked by a finalizer. Last,
 namespace-scoped mode with its Roles.
 
-The tests of this module run in order and share the release.
+The tests of this module share the release and a QwenDisaggDeployment kept across upgrade and
+uninstall, each made by a fixture that makes it when it is missing: no test reads what another
+test left, and any one of them runs alone (``-k``).
 """
 
 from __future__ import annotations
@@ -95,9 +97,18 @@ class SAOperator(OperatorProcess):
         self.kube.wait_for(self.live, timeout=60, interval=0.3, desc="operator liveness endpoint")
 
     def forbidden(self) -> list[str]:
-        text = self.log_path.read_text()
-        return [ln for ln in text.splitlines()
-                if re.search(r"forbidden|Forbidden|403|Not enough permissions", ln)]
+        return forbidden_lines(self.log_path.read_text())
+
+
+FORBIDDEN = re.compile(r"\bforbidden\b|Not enough permissions|\(403\)|\b403 Forbidden\b", re.IGNORECASE)
+"""An API server's refusal as the operator logs it: the kubernetes client's ApiException ("(403)",
+"Reason: Forbidden", "... is forbidden: User ... cannot ..."), kopf's "Not enough permissions".
+Never a bare 403: the log's timestamps carry milliseconds ("00:22:59,403")."""
+
+
+def forbidden_lines(text: str) -> list[str]:
+    """The lines of an operator log that say the API server refused a request."""
+    return [ln for ln in text.splitlines() if FORBIDDEN.search(ln)]
 
 
 def lua_health(obj: dict[str, Any]) -> str:
@@ -168,14 +179,44 @@ def release_ns(kube: Kube):
     print("\nhelm timings: " + ", ".join(f"{k} {v:.1f}s" for k, v in sorted(TIMINGS.items())))
 
 
-@pytest.fixture(scope="module")
-def state() -> dict[str, Any]:
-    return {}
+def installed(kube: Kube) -> list[dict[str, Any]]:
+    """The releases named RELEASE in RELEASE_NS (helm list)."""
+    out = json.loads(helm(kube, "list", "-n", RELEASE_NS, "-o", "json").stdout)
+    return [r for r in out if r["name"] == RELEASE]
 
 
-def test_install_cluster_scoped(kube, release_ns, state):
-    p = helm(kube, "install", RELEASE, str(CHART), "-n", release_ns, "--wait", "--timeout", "120s")
-    assert "STATUS: deployed" in p.stdout
+@pytest.fixture
+def release(kube, release_ns) -> str:
+    """The chart 0.1.0 installed cluster-scoped in RELEASE_NS (installed now when it is not)."""
+    if not installed(kube):
+        helm(kube, "install", RELEASE, str(CHART), "-n", release_ns, "--wait", "--timeout", "120s")
+    return helm(kube, "status", RELEASE, "-n", release_ns).stdout
+
+
+@pytest.fixture
+def kept(kube, release, tmp_path) -> tuple[str, str, int]:
+    """(namespace, name, generation) of a QwenDisaggDeployment that the chart's operator made Ready,
+    then edited while no operator runs (its status older than its spec): what upgrade and
+    uninstall must leave alone. Made when missing (module-long: a later test finds it)."""
+    ns, name = APPS_NS, "kept"
+    if kube.exists("qdd", name, ns):
+        obj = kube.get("qdd", name, ns)
+        return ns, name, obj["metadata"]["generation"]
+    op = SAOperator(kube, sa_kubeconfig(kube, RELEASE_NS, RELEASE, tmp_path / "sa-kept.kubeconfig"))
+    op.start()
+    try:
+        kube.apply(seed(ns, name))
+        wait_ready(kube, name, ns)
+    finally:
+        op.stop()
+    kube.kubectl("patch", "qdd", name, "-n", ns, "--type=merge", "-p", '{"spec":{"prefill":{"endpoints":3}}}')
+    obj = kube.get("qdd", name, ns)
+    assert obj["status"]["observedGeneration"] < obj["metadata"]["generation"]
+    return ns, name, obj["metadata"]["generation"]
+
+
+def test_install_cluster_scoped(kube, release_ns, release):
+    assert "STATUS: deployed" in release
     kube.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
     crd = kube.get("crd", CRD_NAME)
     assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
@@ -198,7 +239,7 @@ def test_install_cluster_scoped(kube, release_ns, state):
         assert r.stdout.strip() == ("yes" if ok else "no"), (verb, res, r.stdout, r.stderr)
 
 
-def test_chart_rbac_is_enough_for_the_operator(kube, release_ns, tmp_path, state):
+def test_chart_rbac_is_enough_for_the_operator(kube, release_ns, release, tmp_path):
     """The operator with only the chart's ServiceAccount token drives the seed example to Ready."""
     namespace = APPS_NS
     op = SAOperator(kube, sa_kubeconfig(kube, release_ns, RELEASE, tmp_path / "sa.kubeconfig"))
@@ -255,9 +296,9 @@ def test_chart_rbac_is_enough_for_the_operator(kube, release_ns, tmp_path, state
         stale = kube.get("qdd", name, namespace)
         assert stale["status"]["observedGeneration"] < stale["metadata"]["generation"]
         assert lua_health(stale) == "Progressing"
-        state["kept"] = (namespace, name, stale["metadata"]["generation"])
     finally:
         op.stop()
+    kube.kubectl("delete", "qdd", name, "-n", namespace, "--timeout=60s", timeout=70)
 
 
 def _newer_chart(tmp_path: Path) -> Path:
@@ -276,7 +317,7 @@ def _newer_chart(tmp_path: Path) -> Path:
     return chart
 
 
-def test_upgrade_to_newer_chart(kube, release_ns, tmp_path, state):
+def test_upgrade_to_newer_chart(kube, release_ns, release, kept, tmp_path):
     chart = _newer_chart(tmp_path)
     old_rs = {r["metadata"]["name"] for r in kube.get("replicasets", namespace=release_ns)["items"]}
     pkg = helm(kube, "package", str(chart), "-d", str(tmp_path)).stdout
@@ -299,14 +340,14 @@ def test_upgrade_to_newer_chart(kube, release_ns, tmp_path, state):
     assert cols[0] == "Router", cols
     assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
     # The QwenDisaggDeployment left running across the upgrade is untouched.
-    ns, name, generation = state["kept"]
+    ns, name, generation = kept
     obj = kube.get("qdd", name, ns)
     assert obj["metadata"]["generation"] == generation and not obj["metadata"].get("deletionTimestamp")
     out = kube.kubectl("get", "qdd", name, "-n", ns, "-o", "wide").stdout
     assert "ROUTER" in out.splitlines()[0], out
 
 
-def test_uninstall_leaves_nothing_stuck(kube, release_ns, state):
+def test_uninstall_leaves_nothing_stuck(kube, release_ns, release, kept):
     helm(kube, "uninstall", RELEASE, "-n", release_ns, "--wait", "--timeout", "120s")
     assert json.loads(helm(kube, "list", "-n", release_ns, "-o", "json").stdout) == []
     kube.wait_for(lambda: release_objects(kube) == [], timeout=60, desc="no object of the release left")
@@ -316,7 +357,7 @@ def test_uninstall_leaves_nothing_stuck(kube, release_ns, state):
         assert not o["metadata"].get("deletionTimestamp"), o["metadata"]
         assert not o["metadata"].get("finalizers"), o["metadata"]
     # With no operator running, deleting one completes at once and its children go with it.
-    ns, name, _ = state["kept"]
+    ns, name, _ = kept
     kube.kubectl("delete", "qdd", name, "-n", ns, "--timeout=30s")
     sel = f"qdd.dev/deployment={name}"
     kube.wait_for(lambda: not kube.get("pods,statefulsets,deployments,services,roles,rolebindings,jobs",
@@ -329,6 +370,12 @@ def test_namespace_scoped_mode(kube, namespace, tmp_path):
     """watchNamespaces=[ns]: Roles only there, the operator (as the chart's SA, `--namespace ns`)
     serves that namespace and cannot even see another one. The CRD is left as it is
     (crds.install=false: the one kept from the first release)."""
+    # Whatever release an earlier test left is uninstalled first (its cluster-scoped RBAC too); the
+    # CRD this mode does not install is applied when no earlier test left it.
+    helm(kube, "uninstall", RELEASE, "-n", RELEASE_NS, "--ignore-not-found", "--wait", check=False)
+    if not kube.exists("crd", CRD_NAME):
+        kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_FILE), "-f", str(BENCHMARK_CRD_FILE))
+        kube.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
     kube.kubectl("delete", "namespace", RELEASE_NS, "--ignore-not-found", "--timeout=120s", timeout=130)
     kube.kubectl("create", "namespace", RELEASE_NS)
     other = f"{namespace}-other"

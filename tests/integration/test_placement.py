@@ -408,10 +408,18 @@ def test_prefill_scale_up_lands_in_the_domain_or_waits_there_while_the_others_se
             if st.get("observedGeneration") != o["metadata"]["generation"] or st.get("prefillReady") != "6/8":
                 return None
             ps = [p for p in engine_pods(k, ns, "grow") if p["metadata"]["labels"]["qdd.dev/role"] == "prefill"]
-            return o if len(ps) == 8 and len(bound(ps)) == 6 else None
-        o = k.wait_for(waiting, timeout=120, interval=1, desc="two new prefill endpoints Pending, six serving")
-        assert _cond(o, "Ready")["status"] == "False"
-        assert "2 pods unschedulable" in _cond(o, "Ready")["message"], _cond(o, "Ready")["message"]
+            # The scheduler's verdict on the two new pods, not only their lack of a node: the
+            # operator's message can say "unschedulable" only after the scheduler has.
+            refused = [p for p in ps if any(c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"
+                                            for c in (p.get("status") or {}).get("conditions") or [])]
+            return o if len(ps) == 8 and len(bound(ps)) == 6 and len(refused) == 2 else None
+        k.wait_for(waiting, timeout=120, interval=1, desc="two new prefill endpoints Unschedulable, six serving")
+
+        def said() -> dict[str, Any] | None:  # the status of a pass that saw the scheduler's verdict
+            o = k.get("qwendisaggdeployment", "grow", ns)
+            return o if "2 pods unschedulable" in _cond(o, "Ready").get("message", "") else None
+        o = k.wait_for(said, timeout=60, interval=0.5, desc="Ready's message names the 2 unschedulable pods")
+        assert _cond(o, "Ready")["status"] == "False" and o["status"]["prefillReady"] == "6/8", o["status"]
         # nothing bound outside the clique, nothing of the serving endpoints replaced
         assert {cliques[p["spec"]["nodeName"]] for p in bound(engine_pods(k, ns, "grow"))} == {domain}
         assert {n: u for n, u in ((p["metadata"]["name"], p["metadata"]["uid"]) for p in bound(

@@ -150,6 +150,9 @@ class Engine:
         self._fh = log.open("wb")
         self.started = time.monotonic()
         self.ready_s: float | None = None
+        self.health_seen: list[tuple[float, str]] = []
+        """(seconds since start, answer) of every /health asked while starting: an HTTP status
+        ("200", "503") or the error ("refused", "timeout", ...): what a startup probe would have seen."""
         self.proc = subprocess.Popen(["timeout", "-k", "10", str(ENGINE_MAX_S), *argv], stdout=self._fh,
                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=log.parent,
                                      env={**_base_env(), **env}, start_new_session=True)
@@ -165,13 +168,19 @@ class Engine:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"{self.name} engine exited {self.proc.returncode} while starting:\n{self.log_tail()}")
+            at = time.monotonic() - self.started
             try:
                 with OPENER.open(self.base + "/health", timeout=2) as r:
+                    self.health_seen.append((at, str(r.status)))
                     if r.status == 200:
                         self.ready_s = time.monotonic() - self.started
                         return self.ready_s
-            except (OSError, urllib.error.URLError):
-                pass
+            except urllib.error.HTTPError as e:
+                self.health_seen.append((at, str(e.code)))
+            except (OSError, urllib.error.URLError) as e:
+                reason = getattr(e, "reason", e)
+                self.health_seen.append((at, "refused" if isinstance(reason, ConnectionRefusedError) else
+                                         "timeout" if isinstance(reason, TimeoutError) else type(reason).__name__))
             time.sleep(0.5)
         raise RuntimeError(f"{self.name} engine not healthy in {timeout:.0f} s:\n{self.log_tail()}")
 

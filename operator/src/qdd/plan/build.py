@@ -21,6 +21,7 @@ from .capacity import RankMemory, decode_capacity_check, gdn_block_limit, weight
 from .generation import generation_id
 from .router import router_plan
 from .sizing import RoleSizing
+from .startup import startup_warnings
 from .types import EnvEntry, Plan, PodPlan, RolePlan
 
 MODEL_MOUNT = "/models"
@@ -430,6 +431,7 @@ def build_plan(resource: Resource, slot: str = "a") -> Plan:
     cap, cap_errors, cap_warnings = decode_capacity_check(spec, m, decode_sizing, decode.gpus_per_endpoint)
     errors += sizing_errors + prefill_errors + decode_errors + cap_errors + _placement_errors(spec, r, prefill, decode)
     warnings += cap_warnings + list(prefill.warnings) + list(decode.warnings) + _spec_warnings(spec)
+    warnings += startup_warnings(spec, r.checkpoint)
     if spec.cluster.gpus_per_node is not None and spec.cluster.gpus_per_node != r.gpu.gpus_per_node:
         warnings.append(f"spec.cluster.gpusPerNode {spec.cluster.gpus_per_node} differs from a {r.gpu.name} node's "
                         f"{r.gpu.gpus_per_node} GPUs (qdd.catalog.gpus): the plan places endpoints on nodes of "

@@ -100,8 +100,8 @@ def _set(cr: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
     ("spec.model.loadFormat", "fastsafetensors"),
     ("spec.prefill.topology.dataParallel", 4),
     ("spec.prefill.tuning.maxNumBatchedTokens", 8192),
-    ("spec.prefill.tuning.mambaSsmCacheDtype", "float32"),
-    ("spec.decode.tuning.mambaSsmCacheDtype", "float32"),
+    ("spec.prefill.tuning.mambaSsmCacheDtype", "float16"),
+    ("spec.decode.tuning.mambaSsmCacheDtype", "float16"),
     ("spec.prefill.extraArgs", ["--max-logprobs", "5"]),
     ("spec.prefill.extraEnv", [{"name": "VLLM_USE_DEEP_GEMM", "value": "0"}]),
 ])

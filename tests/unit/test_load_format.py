@@ -41,9 +41,10 @@ def test_set_is_rendered_on_every_engine_pod(seed_cr, value):
 
 @pytest.mark.parametrize("value", ["pt", "dummy", "modelexpress", "ipc_cache", "tensorizer", "Runai_Streamer"])
 def test_other_formats_are_refused_at_the_field(seed_cr, value):
-    with pytest.raises(Exception) as e:
+    with pytest.raises(SpecError) as e:
         parse_resource(_with_format(seed_cr, value))
-    assert "loadFormat" in str(e.value)
+    assert [(x.field, x.message) for x in e.value.errors] == [
+        ("spec.model.loadFormat", "must be 'auto', 'safetensors', 'fastsafetensors', 'instanttensor' or 'runai_streamer'")]
 
 
 @pytest.mark.parametrize("args", [["--load-format", "runai_streamer"], ["--load-format=fastsafetensors"],
@@ -56,3 +57,9 @@ def test_extra_args_may_not_set_it(seed_cr, args):
     msgs = [(x.field, x.message) for x in e.value.errors]
     assert any(f == "spec.decode.extraArgs[0]" and "--load-format" in m and "set spec.model.loadFormat instead" in m
                for f, m in msgs), msgs
+
+
+def test_neither_the_loader_nor_the_compile_cache_starts_a_new_generation(seed_cr):
+    cr = _with_format(seed_cr, "instanttensor")
+    cr["spec"]["engine"]["compileCache"] = {"claimName": "cc"}
+    assert plan_of(cr).generation == plan_of(seed_cr).generation

@@ -101,6 +101,13 @@ class ArchitectureSpec(ApiModel):
         return self
 
 
+LoadFormat = Literal["auto", "safetensors", "fastsafetensors", "instanttensor", "runai_streamer"]
+"""The `--load-format` values qdd offers (vLLM 0.33.0, vllm/config/load.py; docs/facts/load-format.md): the
+loaders that read a safetensors checkpoint such as the ModelOpt NVFP4 exports. Not offered: formats that need
+another checkpoint layout (pt, npcache, sharded_state, runai_streamer_sharded, tensorizer, mistral), a side
+daemon or service (ipc_cache, modelexpress) or that load no weights (dummy)."""
+
+
 class ModelSpec(ApiModel):
     name: str = Field(min_length=1, max_length=256, pattern=MODEL_PATH, description="HF model id or path, passed to `vllm serve` (e.g. nvidia/Qwen3.5-397B-A17B-NVFP4). Must be identical on prefill and decode.")
     served_model_name: str | None = Field(None, max_length=256, pattern=SERVED_NAME, description="Name clients send in requests (--served-model-name). Default: the last part of name.")
@@ -108,6 +115,15 @@ class ModelSpec(ApiModel):
     revision: str | None = Field(None, max_length=128, pattern=REVISION, description="Model repository revision (a commit, tag or branch), rendered as --revision and --tokenizer-revision on every engine pod. Unset: a status warning (prefill and decode may load different weights after an upstream update; the NIXL handshake does not check revisions).")
     quantization: Literal["auto", "nvfp4", "fp8", "bfloat16"] = Field("auto", description="How the checkpoint stores its weights (sizes the memory model). auto: from the name's suffix (-NVFP4, -FP8), else bfloat16.")
     source: ModelSourceSpec | None = Field(None, description="Where the weights come from. Default: the engine image or its own download.")
+    load_format: LoadFormat | None = Field(None, description="--load-format of every engine pod (docs/cold-start.md#load-format). fastsafetensors reads the safetensors files into GPU memory (GPUDirect Storage where the node has it); instanttensor loads them distributed over the ranks with pipelined prefetch and direct I/O (NVIDIA GPUs only); both ship with vLLM 0.33's CUDA wheel. runai_streamer streams the files with concurrent reads (needs vllm[runai] in the image). Unset: the flag is left out (vLLM's auto: memory-mapped safetensors).")
+
+
+class CompileCacheSpec(ApiModel):
+    """A volume that keeps the engines' compilation and JIT caches across restarts and endpoints
+    (qdd.plan.compile_cache; docs/cold-start.md#compile-cache)."""
+
+    claim_name: ObjectName = Field(description="PersistentVolumeClaim mounted read-write at /compile-cache in every engine pod. ReadWriteMany to share one cache across nodes and endpoints; a claim of a node-local StorageClass keeps it on one node. Security: every engine imports and runs what it finds there (Inductor's Python modules, Triton, DeepGEMM and FlashInfer binaries), so whoever can write the volume runs code in the engines: give the claim to this deployment alone.")
+    sub_path: str | None = Field(None, max_length=1024, pattern=SUB_PATH, description="Folder inside the volume (relative, no '..'). Below it each role's caches live in a folder named by its cache key (status.plan.prefillCompileCacheKey, decodeCompileCacheKey).")
 
 
 class EngineSpec(ApiModel):
@@ -115,6 +131,7 @@ class EngineSpec(ApiModel):
     vllm_version: str = Field("0.33.0", max_length=64, pattern=VERSION, description="vLLM version inside image; selects the engine profile (flags, defaults, fixes).")
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field("IfNotPresent", description="Pull policy of engine containers.")
     image_pull_secrets: list[ObjectName] = Field(default_factory=list, max_length=8, description="Names of image pull Secrets.")
+    compile_cache: CompileCacheSpec | None = Field(None, description="Keep torch.compile, Triton, FlashInfer and DeepGEMM caches on a volume, in a folder keyed by a hash of everything that invalidates them (engine image and version, model, revision, quantization, topology, the role's flags and environment, GPU kind): a later start with the same key reads them (a warm start), any change of key compiles cold into a new folder, never into a wrong one. Unset: every start compiles cold.")
 
 
 class WorkloadSpec(ApiModel):

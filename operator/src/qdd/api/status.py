@@ -39,6 +39,8 @@ class PlanSummary(ApiModel):
     kv_cache_dtype_source: str | None = Field(None, description="Where kvCacheDtype comes from: the spec, or what the checkpoint declares.")
     prefill_max_num_seqs: int | None = Field(None, description="Prefill --max-num-seqs when qdd sets it (lowered to the cache's blocks per rank); unset: the engine default.")
     speculative_tokens: int | None = Field(None, description="Draft tokens per decode step (spec.speculative); 0 without speculative decoding.")
+    prefill_compile_cache_key: str | None = Field(None, description="Folder of the prefill engines' compilation caches below the spec.engine.compileCache volume: a hash of what invalidates them (a new key: a cold compile). Unset without compileCache.")
+    decode_compile_cache_key: str | None = Field(None, description="The same for the decode engines.")
 
 
 class KVTransferStatus(ApiModel):

@@ -38,6 +38,12 @@ KV_PROFILE_SECONDS = 30.0
 gateway-api-inference-extension#550, "Memory profiling takes 34.26 seconds"); 210 s in the worst
 report the issue cites. Paid cold or warm."""
 
+KV_PROFILE_PLANNED_SECONDS = 0.0
+"""The same with a persisted startup plan of the same fingerprint (``VLLM_ENABLE_STARTUP_PLAN=1``,
+below ``VLLM_CACHE_ROOT``): vLLM 0.33 applies the recorded KV-cache size and skips the profiling run
+and the CUDA-graph memory estimate (vllm/v1/worker/startup_plan.py). What is left of it is not
+measured; counted as nothing."""
+
 GRAPHS_SECONDS = 60.0
 """CUDA-graph capture of the decode batch sizes: 60 s for Llama-3-70B at TP8 (vllm#19824); 17 s for a
 small model (vllm#20264). The MoE kernels' autotuning on Blackwell is in the same step."""
@@ -90,17 +96,23 @@ class StartupPhases:
         return {p: f"{round(getattr(self, p), 3)}s" for p in PHASES}
 
 
-def engine_startup(checkpoint_bytes: float, storage: Storage = REMOTE, compile_cache_warm: bool = False) -> StartupPhases:
+def engine_startup(checkpoint_bytes: float, storage: Storage = REMOTE, compile_cache_warm: bool = False,
+                   memory_plan_cached: bool = False) -> StartupPhases:
     """Phases of one engine's start for a checkpoint of ``checkpoint_bytes`` bytes.
 
     Every rank reads its shards; ranks on one node share the node's read bandwidth and the page
     cache, so a node reads about the whole checkpoint once (vLLM's default loader iterates over
-    every safetensors file on each rank): ``weights = process + bytes / storage``.
+    every safetensors file on each rank): ``weights = process + bytes / storage``. The caches:
+    ``storage`` says where the weights are (remote, a node-local copy or a serving peer);
+    ``compile_cache_warm``: torch.compile, Triton, FlashInfer and DeepGEMM caches of the same key
+    are on disk; ``memory_plan_cached``: a startup plan of the same fingerprint is (KV profiling
+    skipped).
     Raises ValueError for a negative size."""
     if checkpoint_bytes < 0:
         raise ValueError(f"checkpoint_bytes must be >= 0, not {checkpoint_bytes}")
     weights = PROCESS_SECONDS + checkpoint_bytes / (storage.gb_per_s * 1e9)
-    compile_s = (COMPILE_WARM_SECONDS if compile_cache_warm else COMPILE_COLD_SECONDS) + KV_PROFILE_SECONDS
+    compile_s = ((COMPILE_WARM_SECONDS if compile_cache_warm else COMPILE_COLD_SECONDS)
+                 + (KV_PROFILE_PLANNED_SECONDS if memory_plan_cached else KV_PROFILE_SECONDS))
     graphs = GRAPHS_WARM_SECONDS if compile_cache_warm else GRAPHS_SECONDS
     return StartupPhases(weights=weights, compile=compile_s, graphs=graphs)
 

@@ -138,6 +138,9 @@ def _plan_status(plan: Plan, name: str, ns: str, kv: Verdict | None, obs: Observ
     }}
     if plan.prefill.max_num_seqs is not None:
         out["plan"]["prefillMaxNumSeqs"] = plan.prefill.max_num_seqs
+    for r in (plan.prefill, plan.decode):
+        if r.compile_cache_key is not None:
+            out["plan"][f"{r.role}CompileCacheKey"] = r.compile_cache_key
     if plan.warnings:
         out["warnings"] = list(plan.warnings)
     if plan.router.replicas > 0:

@@ -13,6 +13,7 @@ from typing import Any
 from ..api.spec import EnvVar, RoleSpec
 from ..catalog.vllm_options import Resolved, serve_options
 from ..errors import FieldError
+from .compile_cache import CACHE_ENV, STARTUP_PLAN_ENV
 from .flags import OWNED_FLAGS
 from .types import EnvEntry
 
@@ -26,6 +27,11 @@ OWNED_ENV: dict[str, str] = {
     "HF_TOKEN": "spec.model.source.huggingFace.tokenSecretRef",
     "HF_HOME": "spec.model.source.huggingFace.cachePvc",
     "VLLM_LOGGING_COLOR": "(owned: qdd renders 0)",
+    **{name: "spec.engine.compileCache" for name in (*CACHE_ENV, STARTUP_PLAN_ENV)},
+    "VLLM_FLASHINFER_AUTOTUNE_CACHE_DIR": "spec.engine.compileCache (FlashInfer's autotune results stay below "
+                                          "VLLM_CACHE_ROOT, in folders of FlashInfer's version and GPU arch)",
+    "TORCHINDUCTOR_CACHE_DIR": "(owned: vLLM sets it itself below VLLM_CACHE_ROOT, whatever the pod says; "
+                               "spec.engine.compileCache keeps it)",
     "PROMETHEUS_MULTIPROC_DIR": "(owned: vLLM makes a fresh one at every start; a fixed one on a volume that outlives "
                                 "the engine serves stale metrics)",
 }

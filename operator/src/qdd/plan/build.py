@@ -14,6 +14,7 @@ from ..catalog import (Architecture, Checkpoint, EngineProfile, GPUKind, Unknown
 from ..catalog.engines import round_down_to_grid
 from ..errors import FieldError, SpecError
 from . import sizing
+from .compile_cache import cache_env, compile_cache_key
 from .args import check_extra, check_roles_match, extra_env, kv_transfer_config
 from .flags import RoleContext, max_model_len, role_flags
 from .all2all import all2all_problems
@@ -259,7 +260,12 @@ def _role(plan_name: str, namespace: str, role: str, spec: QwenDisaggDeploymentS
                       kv_transfer_config(kv_role, kv.load_failure_policy, list(kv.backends), kv.lease_seconds), r.served,
                       r.kv_cache_dtype)
     first, after = [_model_arg(spec), *role_flags(ctx, first=True)], [*role_flags(ctx, first=False), *rs.extra_args]
-    env = tuple(_common_env(spec, r.gpu) + extra_env(rs))
+    env_list = _common_env(spec, r.gpu) + extra_env(rs)
+    cache_key = None
+    if spec.engine.compile_cache is not None:
+        cache_key = compile_cache_key(spec, rs, r.gpu.name, first + after, env_list)
+        env_list += cache_env(cache_key)
+    env = tuple(env_list)
     dp_local = t.data_parallel // pods_per
     pods = []
     for ep in range(rs.endpoints):
@@ -278,7 +284,7 @@ def _role(plan_name: str, namespace: str, role: str, spec: QwenDisaggDeploymentS
         pods_per_endpoint=pods_per, gpus_per_pod=gpus_per_pod, max_num_batched_tokens=role_sizing.max_num_batched_tokens,
         max_num_seqs=role_sizing.max_num_seqs, max_cudagraph_capture_size=role_sizing.max_cudagraph_capture_size,
         gpu_memory_utilization=tu.gpu_memory_utilization or profile.gpu_memory_utilization_default,
-        async_scheduling=async_on, kv_role=kv_role, pods=tuple(pods))
+        async_scheduling=async_on, kv_role=kv_role, pods=tuple(pods), compile_cache_key=cache_key)
     a2a_errors, a2a_warnings = all2all_problems(role, tu, profile.version, r.gpu, pods_per)
     return dataclasses.replace(plan, warnings=tuple(a2a_warnings)), errors + _role_errors(role, rs, profile, spec) + a2a_errors
 

@@ -144,6 +144,9 @@ ENGINE_FLAGS: tuple[Flag, ...] = (
          must_match=True, render=lambda c: ["--revision", c.spec.model.revision] if c.spec.model.revision else []),
     Flag("tokenizer-revision", "spec.model.revision", "the tokenizer of the same revision as the weights", must_match=True,
          render=lambda c: ["--tokenizer-revision", c.spec.model.revision] if c.spec.model.revision else []),
+    Flag("load-format", "spec.model.loadFormat", "how weights are read decides start-up time; one of the loaders of a "
+         "safetensors checkpoint (docs/cold-start.md#load-format)",
+         render=lambda c: [] if c.spec.model.load_format is None else ["--load-format", c.spec.model.load_format]),
     Flag("speculative-config", "spec.speculative", "the NIXL handshake compares the speculative method: MTP on one role "
          "only starts, then fails every transfer; decode sizing depends on k", must_match=True,
          render=lambda c: [] if c.spec.speculative is None else

@@ -10,7 +10,7 @@ import math
 
 from ..api.spec import QwenDisaggDeploymentSpec
 from ..catalog.checkpoints import Checkpoint
-from ..catalog.startup import StartupPhases, worst_case
+from ..catalog.startup import REMOTE, StartupPhases, Storage, engine_startup, worst_case
 
 
 def checkpoint_bytes(ckpt: Checkpoint) -> int:
@@ -29,3 +29,15 @@ def startup_warnings(spec: QwenDisaggDeploymentSpec, ckpt: Checkpoint) -> list[s
             f"checkpoint ({slow.total:.0f} s: {checkpoint_bytes(ckpt) / 1e9:.0f} GB from remote storage at 2 GB/s, cold "
             f"compile cache; docs/facts/engine-startup.md): the kubelet would restart engines still loading; raise it "
             f"to at least {math.ceil(slow.total * 1.25 / 60) * 60} (a quarter over it, in whole minutes)"]
+
+
+def expected_starts(spec: QwenDisaggDeploymentSpec, ckpt: Checkpoint, weights: Storage = REMOTE) -> dict[str, StartupPhases]:
+    """The start-up model's phases of one engine of this deployment, by cache state: ``first`` (no
+    cache of this key yet: a cold compile) and ``restart`` (a later start of the same key: warm
+    compile and JIT caches and the persisted KV-cache size where spec.engine.compileCache keeps
+    them, cold again without it, since the container's own file system goes with the container). ``weights``: where the weights are
+    read from (qdd.catalog.startup: remote, local or peer; remote until the node-local weight cache
+    of issue 28 exists). Seconds; sources in docs/facts/engine-startup.md."""
+    size, cached = checkpoint_bytes(ckpt), spec.engine.compile_cache is not None
+    return {"first": engine_startup(size, weights, compile_cache_warm=False),
+            "restart": engine_startup(size, weights, compile_cache_warm=cached, memory_plan_cached=cached)}

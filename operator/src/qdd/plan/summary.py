@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from .. import labels
+from .compile_cache import MOUNT
 from .flags import max_model_len
 from .memory import CAPACITY_TOLERANCE
+from .startup import expected_starts
 from .types import Plan, RolePlan
 
 GB = 1e9
@@ -14,7 +16,9 @@ MIB = 2**20
 
 
 def _role(r: RolePlan) -> dict[str, Any]:
-    return {
+    cache = {} if r.compile_cache_key is None else {"compileCache": {"key": r.compile_cache_key,
+                                                                     "path": f"{MOUNT}/{r.compile_cache_key}"}}
+    return cache | {
         "endpoints": r.endpoints, "topology": r.topology_name, "dataParallel": r.dp, "tensorParallel": r.tp,
         "expertParallel": r.expert_parallel, "podsPerEndpoint": r.pods_per_endpoint, "gpusPerPod": r.gpus_per_pod,
         "gpus": r.gpus, "maxNumBatchedTokens": r.max_num_batched_tokens, "maxNumSeqs": r.max_num_seqs,
@@ -54,6 +58,8 @@ def summary(plan: Plan) -> dict[str, Any]:
                    "revision": plan.spec.model.revision,
                    "speculativeConfig": None if sp is None else {"method": sp.method,
                                                                  "numSpeculativeTokens": sp.num_speculative_tokens}},
+        "startup": {state: {"seconds": round(p.total, 1), "weights": round(p.weights, 1), "compile": round(p.compile, 1),
+                            "graphs": round(p.graphs, 1)} for state, p in expected_starts(plan.spec, plan.checkpoint).items()},
         "warnings": list(plan.warnings),
     }
 

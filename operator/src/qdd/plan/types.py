@@ -88,6 +88,9 @@ class RolePlan:
     kv_role: str
     pods: tuple[PodPlan, ...]
     warnings: tuple[str, ...] = ()
+    compile_cache_key: str | None = None
+    """The folder of this role's compilation caches below /compile-cache (qdd.plan.compile_cache);
+    None without spec.engine.compileCache."""
 
     @property
     def gpus_per_endpoint(self) -> int:

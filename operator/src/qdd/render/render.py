@@ -15,6 +15,7 @@ import yaml
 from .. import labels, names
 from ..hashing import content_hash
 from ..plan import Plan, PodPlan, RolePlan
+from ..plan import compile_cache
 from ..plan.router import METRICS_PORT, router_args
 from .gang import gang_objects, pod_group
 from .placement import CPU_ONLY_NODE_AFFINITY, gpu_node_selector
@@ -51,6 +52,7 @@ def _ctx(plan: Plan, gang: bool) -> dict[str, Any]:
         startup_failures=max(1, s.cluster.startup_timeout_seconds // 10),
         model_pvc=src.pvc if src else None,
         hf_cache_pvc=src.hugging_face.cache_pvc if src and src.hugging_face else None,
+        compile_cache=s.engine.compile_cache, compile_cache_mount=compile_cache.MOUNT, compile_cache_volume=compile_cache.VOLUME,
     )
 
 

@@ -154,3 +154,19 @@ def test_status_nodes_are_the_labelled_nodes():
 ])
 def test_global_status_is_calculate_global_status(num_nodes, nodes, want):
     assert dra.global_status({"spec": {"numNodes": num_nodes}}, nodes) == want
+
+
+def test_gb200_trays_carry_what_gpu_feature_discovery_and_the_device_plugin_publish():
+    """The simulated trays (the other half of hack/cluster/objects.py) against docs/facts/gb200.md:
+    18 trays per NVL72 rack, 4 GPUs each, GPU Feature Discovery's labels, one clique per rack."""
+    nodes = [i for i in objects.render(2, 2, "nodes")["items"] if i["metadata"]["name"].startswith("gb200-")]
+    assert len(nodes) == 36
+    for n in nodes:
+        lab = n["metadata"]["labels"]
+        rack = int(lab["qdd.dev/sim-rack"][1:])
+        assert (lab["kubernetes.io/arch"], lab["nvidia.com/gpu.product"], lab["nvidia.com/gpu.count"],
+                lab["nvidia.com/gpu.memory"], lab["nvidia.com/gpu.family"]) == (
+            "arm64", "NVIDIA-GB200", "4", "189471", "blackwell")
+        assert lab["nvidia.com/gpu.clique"] == objects.clique(rack) and lab["nvidia.com/gpu.clique"].endswith(".32766")
+        assert n["status"]["capacity"]["nvidia.com/gpu"] == n["status"]["allocatable"]["nvidia.com/gpu"] == "4"
+    assert objects.clique(1) != objects.clique(2)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,8 @@ def _old_rendering(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _apply(kube: Kube, ns: str, objs: list[dict[str, Any]]) -> None:
+    # The qdd-tray-claims admission policy (cluster-scoped, installed with the chart).
+    kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds" / "qdd-tray-claims-policy.yaml"))
     cds = [o for o in objs if o["kind"] == "ComputeDomain"]
     kube.apply(cds)
     observed = [kube.get("computedomain", o["metadata"]["name"], ns) for o in cds]
@@ -81,15 +84,19 @@ def _unschedulable(p: dict[str, Any]) -> str | None:
     return c["message"] if c and c["status"] == "False" else None
 
 
-def _settled(kube: Kube, ns: str, engine_pods: int, preflight_pods: int):
-    """Every engine and preflight pod exists and the scheduler had its say on each."""
-    def done():
+def _pods_when(kube: Kube, ns: str, engine_pods: int, preflight_pods: int, done, what: str, timeout: float = 120):
+    """The engine and preflight pods once all exist and ``done(pods)`` holds."""
+    def check():
         pods = _gpu_pods(kube, ns)
         roles = [p["metadata"]["labels"]["qdd.dev/role"] for p in pods]
         if sum(r != "preflight" for r in roles) < engine_pods or roles.count("preflight") < preflight_pods:
             return None
-        return pods if all(p["spec"].get("nodeName") or _unschedulable(p) for p in pods) else None
-    return kube.wait_for(done, timeout=90, interval=1, desc=f"{engine_pods}+{preflight_pods} GPU pods scheduled or refused")
+        return pods if done(pods) else None
+    return kube.wait_for(check, timeout=timeout, interval=1, desc=f"{engine_pods}+{preflight_pods} GPU pods {what}")
+
+
+def _all_bound(pods: list[dict[str, Any]]) -> bool:
+    return all(p["spec"].get("nodeName") for p in pods)
 
 
 def _fill_all_but(kube: Kube, ns: str, free: int) -> list[str]:
@@ -119,16 +126,24 @@ for _p in EXAMPLES:
 ONE_PER_SHAPE = [paths[0] for paths in SHAPES.values()]
 
 
-def _place(kube: Kube, ns: str, path: Path, old: bool = False) -> tuple[list[dict[str, Any]], Any]:
+def _place(kube: Kube, ns: str, path: Path, old: bool = False) -> tuple[list[dict[str, Any]], Any, int]:
+    """Fill the rack but the trays ``qdd plan`` counts, apply the rendering (``old``: the one of
+    before), wait: every pod bound (the new rendering) or the engines bound and the preflight
+    refused (the old one). Returns the pods, the plan and the engine pod count."""
     cr = _cr(path, ns)
     plan = build_plan(parse_resource(cr))
     free = _fill_all_but(kube, ns, trays(plan))
     objs = _render(cr)
     _apply(kube, ns, _old_rendering(objs) if old else objs)
     engines = sum(r.endpoints * r.pods_per_endpoint for r in (plan.prefill, plan.decode))
-    pods = _settled(kube, ns, engines, 2 * plan.decode.endpoints)
+    if old:
+        pods = _pods_when(kube, ns, engines, 2 * plan.decode.endpoints, lambda ps: all(
+            p["spec"].get("nodeName") if p["metadata"]["labels"]["qdd.dev/role"] != "preflight" else _unschedulable(p)
+            for p in ps), "engines bound, preflight refused")
+    else:
+        pods = _pods_when(kube, ns, engines, 2 * plan.decode.endpoints, _all_bound, "bound")
     assert set(free) >= {p["spec"]["nodeName"] for p in pods if p["spec"].get("nodeName")}
-    return pods, plan
+    return pods, plan, engines
 
 
 def test_every_example_shape_is_tested():
@@ -138,11 +153,12 @@ def test_every_example_shape_is_tested():
 
 @pytest.mark.parametrize("path", ONE_PER_SHAPE, ids=[p.stem for p in ONE_PER_SHAPE])
 def test_example_places_in_one_rack_on_the_trays_qdd_plan_counts_each_gpu_pod_with_its_channel(kube, namespace, path):
-    pods, plan = _place(kube, namespace, path)
-    pending = {p["metadata"]["name"]: _unschedulable(p) for p in pods if not p["spec"].get("nodeName")}
-    assert pending == {}
+    pods, plan, _ = _place(kube, namespace, path)
     by_claim: dict[str, set[str]] = {}
     for p in pods:
+        if p["status"].get("phase") == "Succeeded":  # a finished preflight pod: its claim went with it
+            assert p["status"].get("resourceClaimStatuses"), p["metadata"]["name"]
+            continue
         claims = _claims_of(kube, namespace, p)
         assert len(claims) == 1, f"{p['metadata']['name']}: {len(claims)} channel claims"
         res = claims[0]["status"]["allocation"]["devices"]["results"]
@@ -163,9 +179,11 @@ def test_example_places_in_one_rack_on_the_trays_qdd_plan_counts_each_gpu_pod_wi
 def test_seed_old_rendering_leaves_pods_pending_on_the_same_rack(kube, namespace):
     """The same test with what qdd rendered before (a claim per pod): on the 6 trays the seed
     needs, the gang takes 6 trays for the 6 engine pods and the preflight pods find none."""
-    pods, _ = _place(kube, namespace, REPO / "examples" / "qwen35-397b-4xdep2-1xdep8.yaml", old=True)
+    pods, _, _ = _place(kube, namespace, REPO / "examples" / "qwen35-397b-4xdep2-1xdep8.yaml", old=True)
+    time.sleep(10)  # and they stay so
+    pods = _gpu_pods(kube, namespace)
     pending = {p["metadata"]["name"]: _unschedulable(p) for p in pods if not p["spec"].get("nodeName")}
-    assert pending, "the old rendering placed everything: the faithful double would not tell them apart"
+    assert len(pending) == 2, "the old rendering placed everything: the faithful double would not tell them apart"
     assert all("cannot allocate all claims" in m or "Insufficient nvidia.com/gpu" in m for m in pending.values()), pending
     bound = {p["spec"]["nodeName"] for p in pods if p["spec"].get("nodeName")}
     assert len(bound) == 6  # one tray per engine pod, 8 GPUs stranded

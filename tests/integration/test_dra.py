@@ -92,7 +92,12 @@ def _pods_when(kube: Kube, ns: str, engine_pods: int, preflight_pods: int, done,
         if sum(r != "preflight" for r in roles) < engine_pods or roles.count("preflight") < preflight_pods:
             return None
         return pods if done(pods) else None
-    return kube.wait_for(check, timeout=timeout, interval=1, desc=f"{engine_pods}+{preflight_pods} GPU pods {what}")
+    try:
+        return kube.wait_for(check, timeout=timeout, interval=1, desc=f"{engine_pods}+{preflight_pods} GPU pods {what}")
+    except AssertionError:
+        for p in _gpu_pods(kube, ns):  # what the scheduler said, for the failure's reader
+            print(p["metadata"]["name"], p["spec"].get("nodeName"), p["spec"].get("resourceClaims"), _unschedulable(p))
+        raise
 
 
 def _all_bound(pods: list[dict[str, Any]]) -> bool:
@@ -156,7 +161,11 @@ def test_example_places_in_one_rack_on_the_trays_qdd_plan_counts_each_gpu_pod_wi
     pods, plan, _ = _place(kube, namespace, path)
     by_claim: dict[str, set[str]] = {}
     for p in pods:
-        if p["status"].get("phase") == "Succeeded":  # a finished preflight pod: its claim went with it
+        preflight = p["metadata"]["labels"]["qdd.dev/role"] == "preflight"
+        if preflight and (p["status"].get("phase") == "Succeeded" or not all(
+                kube.exists("resourceclaim", c["resourceClaimName"], namespace)
+                for c in p["status"].get("resourceClaimStatuses") or [])):
+            # a finished preflight pod: its claim went with it (it was bound, so it had one)
             assert p["status"].get("resourceClaimStatuses"), p["metadata"]["name"]
             continue
         claims = _claims_of(kube, namespace, p)

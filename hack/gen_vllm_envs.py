@@ -23,26 +23,35 @@ import sys
 _PROBE = "qdd-not-a-valid-choice"
 
 
-def _choices(name: str, getter) -> list[str] | None:  # noqa: ANN001 — vLLM's getter
-    """The choices vLLM's getter accepts, read from the error it raises for a value outside them."""
+def _accepts(name: str, getter, value: str) -> tuple[bool, str]:  # noqa: ANN001 — vLLM's getter
+    """Whether vLLM's getter accepts ``value`` for ``name``, and its error text."""
     old = os.environ.get(name)
-    os.environ[name] = _PROBE
+    os.environ[name] = value
     try:
         getter()
-    except ValueError as e:
-        text = str(e)
-        if "Valid options:" in text:
-            tail = text.split("Valid options:", 1)[1].strip().rstrip(".")
-            return sorted(x.strip().strip("'\"") for x in tail.strip("[]").split(",") if x.strip())
-        return None
-    except Exception:  # noqa: BLE001 — getters that parse ints/floats raise their own errors
-        return None
+        return True, ""
+    except Exception as e:  # noqa: BLE001 — getters that parse ints/floats raise their own errors
+        return False, str(e)
     finally:
         if old is None:
             os.environ.pop(name, None)
         else:
             os.environ[name] = old
-    return None
+
+
+def _choices(name: str, getter) -> dict | None:  # noqa: ANN001 — vLLM's getter
+    """The choices vLLM's getter accepts (read from the error it raises for a value outside them) and
+    whether it compares them case-sensitively (env_with_choices' case_sensitive, probed)."""
+    ok, text = _accepts(name, getter, _PROBE)
+    if ok or "Valid options:" not in text:
+        return None
+    tail = text.split("Valid options:", 1)[1].strip().rstrip(".")
+    values = sorted(x.strip().strip("'\"") for x in tail.strip("[]").split(",") if x.strip())
+    flipped = next((v.swapcase() for v in values if v.swapcase() != v), None)
+    sensitive = flipped is None or not _accepts(name, getter, flipped)[0]
+    # env_list_with_choices: a comma-separated list of choices (accepted when two are joined).
+    is_list = len(values) > 1 and _accepts(name, getter, ",".join(values[:2]))[0]
+    return {"values": values, "case_sensitive": sensitive, "list": is_list}
 
 
 def main() -> int:

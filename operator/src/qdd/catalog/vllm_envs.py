@@ -24,12 +24,26 @@ TABLE_FILE = "vllm-0.33.0-envs.json"
 
 @dataclass(frozen=True)
 class EnvTable:
+    """``names``: every variable vLLM reads. ``choices``: for variables whose getter validates the
+    value, (accepted values, whether compared case-sensitively, whether a comma-separated list of them)."""
+
     vllm_version: str
     names: frozenset[str]
-    choices: dict[str, tuple[str, ...]]
+    choices: dict[str, tuple[tuple[str, ...], bool, bool]]
 
     def reads(self, name: str) -> bool:
         return name in self.names
+
+    def value_problem(self, name: str, value: str) -> str | None:
+        """Why vLLM's getter refuses ``value`` for ``name`` (its engine would fail at start-up), or None."""
+        if name not in self.choices:
+            return None
+        values, sensitive, is_list = self.choices[name]
+        allowed = set(values) if sensitive else {v.lower() for v in values}
+        given = [v.strip() for v in value.split(",")] if is_list else [value]
+        ok = all((g if sensitive else g.lower()) in allowed for g in given)
+        return None if ok else (f"{value!r} is not a value vLLM {self.vllm_version} accepts for {name} (its getter "
+                                f"raises at start-up); one of: {', '.join(values)}")
 
 
 @cache
@@ -37,7 +51,7 @@ def vllm_envs() -> EnvTable:
     """The generated table of vLLM 0.33.0's environment variables."""
     data = json.loads(resources.files("qdd.catalog").joinpath("data", TABLE_FILE).read_text())
     return EnvTable(data["vllm_version"], frozenset(data["names"]),
-                    {k: tuple(v) for k, v in data.get("choices", {}).items()})
+                    {k: (tuple(v["values"]), bool(v["case_sensitive"]), bool(v["list"])) for k, v in data.get("choices", {}).items()})
 
 
 REPLACED: dict[str, str] = {

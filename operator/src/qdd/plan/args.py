@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..api.spec import EnvVar, RoleSpec
-from ..catalog.vllm_envs import env_problem
+from ..catalog.vllm_envs import env_problem, vllm_envs
 from ..catalog.vllm_options import Resolved, serve_options
 from ..errors import FieldError
 from .engine_facts import env_no_effect_problem, kv_extra_problem
@@ -176,6 +176,9 @@ def check_extra(role: str, spec: RoleSpec, profile_version: str = "0.33.0") -> l
             errors.append(FieldError(f"spec.{role}.extraEnv[{i}].name", f"{env.name} is given twice"))
         elif problem := env_problem(env.name, profile_version) or env_no_effect_problem(env.name, profile_version):
             errors.append(FieldError(f"spec.{role}.extraEnv[{i}].name", problem))
+        elif (env.value is not None and profile_version == vllm_envs().vllm_version
+              and (problem := vllm_envs().value_problem(env.name, env.value))):
+            errors.append(FieldError(f"spec.{role}.extraEnv[{i}].value", problem))
         if env.value is not None and env.value_from is not None:
             errors.append(FieldError(f"spec.{role}.extraEnv[{i}]", "set value or valueFrom, not both"))
         seen.add(env.name)

@@ -22,7 +22,7 @@ from .capacity import RankMemory, decode_capacity_check, gdn_block_limit, weight
 from .engine_config import config_errors, role_options
 from .engine_facts import fix_problems, workaround_args
 from .generation import generation_id
-from .router import router_plan
+from .router import router_plan, router_problems
 from .sizing import RoleSizing
 from .types import EnvEntry, Plan, PodPlan, RolePlan
 
@@ -420,7 +420,8 @@ def build_plan(resource: Resource, slot: str = "a") -> Plan:
     spec, w = resource.spec, resource.spec.workload
     r = _resolve(spec)
     fix_errors, fix_warnings = fix_problems(spec, r.profile.version)
-    errors = check_roles_match(spec.prefill, spec.decode) + _speculative_errors(spec, r.checkpoint) + fix_errors
+    errors = (check_roles_match(spec.prefill, spec.decode) + _speculative_errors(spec, r.checkpoint) + fix_errors
+              + router_problems(spec))
     max_len, want = r.checkpoint.architecture.max_position_embeddings, max_model_len(spec)
     if want > max_len:
         field, what = (("spec.workload.maxModelLen", f"maxModelLen {want} tokens") if w.max_model_len else

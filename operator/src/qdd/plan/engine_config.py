@@ -12,6 +12,7 @@ qdd refuses exactly what vLLM refuses, over generated tuning and extraArgs combi
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -59,6 +60,20 @@ def _switch_value(given: str, dest: str, value: str | None) -> str | None:
     return value
 
 
+def _entries(dest: str, subkey: str | None, value: str) -> list[tuple[str, str]]:
+    """(key, value) pairs one token sets: the option itself, and ``dest.key`` for each key of a JSON
+    option (``--eplb-config.num_redundant_experts 8`` or ``--eplb-config '{"num_redundant_experts": 8}'``)."""
+    if subkey:
+        return [(f"{dest}.{subkey}", value)]
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        return [(dest, value)]
+    if isinstance(parsed, dict):
+        return [(dest, value)] + [(f"{dest}.{k}", json.dumps(v) if not isinstance(v, str) else v) for k, v in parsed.items()]
+    return [(dest, value)]
+
+
 def role_options(role: str, argv: list[str], extra_args: list[str]) -> RoleOptions:
     """The effective options of one pod's argv (model first), knowing which tail is the role's extraArgs."""
     tail = argv[1:]
@@ -68,14 +83,15 @@ def role_options(role: str, argv: list[str], extra_args: list[str]) -> RoleOptio
     for tok in option_tokens(tail)[0]:
         for o in tok.resolved.options:
             v = tok.value if o.takes_value else _switch_value(tok.given, o.dest, tok.value)
-            if v is None or tok.resolved.subkey:
+            if v is None:
                 continue
-            values[o.dest] = v
-            if tok.index >= first_extra:
-                where[o.dest] = f"spec.{role}.extraArgs[{tok.index - first_extra}]"
-            elif o.dest in _FIELDS:
-                f = _FIELDS[o.dest]
-                where[o.dest] = f if f.startswith("spec.") else f"spec.{role}.{f}"
+            for dest, value in _entries(o.dest, tok.resolved.subkey, v):
+                values[dest] = value
+                if tok.index >= first_extra:
+                    where[dest] = f"spec.{role}.extraArgs[{tok.index - first_extra}]"
+                elif dest in _FIELDS:
+                    f = _FIELDS[dest]
+                    where[dest] = f if f.startswith("spec.") else f"spec.{role}.{f}"
     return RoleOptions(role, values, where)
 
 
@@ -102,39 +118,55 @@ def _chunked_prefill_off_limits_length(o: RoleOptions) -> tuple[str, str] | None
             "chunked prefill on")
 
 
-def _partial_prefills(o: RoleOptions) -> tuple[str, str] | None:
-    n, long_n = o.int("max_num_partial_prefills", 1), o.int("max_long_partial_prefills", 1)
-    if n > 1 and not o.on("enable_chunked_prefill", True):
-        return (o.field("max_num_partial_prefills", f"spec.{o.role}.extraArgs"),
-                f"--max-num-partial-prefills {n} needs chunked prefill, which "
-                f"{o.field('enable_chunked_prefill', 'extraArgs')} turns off: vLLM's SchedulerConfig refuses it")
-    if long_n < 1 or long_n > n:
-        return (o.field("max_long_partial_prefills", f"spec.{o.role}.extraArgs"),
-                f"--max-long-partial-prefills {long_n} must be between 1 and --max-num-partial-prefills ({n}): "
-                "vLLM's SchedulerConfig refuses it")
-    mml = o.int("max_model_len", 0)
+def _scheduler_limits(o: RoleOptions) -> tuple[str, str] | None:
+    mml, seqs = o.int("max_model_len", 0), o.int("max_num_seqs", 0)
+    active = o.get("max_num_active_seqs")
+    if active is not None and seqs and o.int("max_num_active_seqs", 0) > seqs:
+        return (o.field("max_num_active_seqs", f"spec.{o.role}.extraArgs"),
+                f"--max-num-active-seqs {active} exceeds max-num-seqs {seqs}: vLLM's SchedulerConfig refuses to start; "
+                f"use at most {seqs} or raise spec.{o.role}.tuning.maxNumSeqs")
     threshold = o.int("long_prefill_token_threshold", 0)
-    if n > 1 and threshold > mml:
+    if threshold > mml:
         return (o.field("long_prefill_token_threshold", f"spec.{o.role}.extraArgs"),
                 f"--long-prefill-token-threshold {threshold} exceeds max-model-len {mml}: vLLM's SchedulerConfig "
-                "refuses it")
+                f"refuses to start; use at most {mml}")
     return None
 
 
-def _eplb_needs_expert_parallel(o: RoleOptions) -> tuple[str, str] | None:
-    if o.on("enable_eplb", False) and not o.on("enable_expert_parallel", False):
+def _eplb(o: RoleOptions) -> tuple[str, str] | None:
+    eplb = o.on("enable_eplb", False)
+    if eplb and not o.on("enable_expert_parallel", False):
         return (o.field("enable_eplb", f"spec.{o.role}.extraArgs"),
                 f"--enable-eplb needs expert parallelism, which spec.{o.role}.topology.expertParallel turns off: "
                 "vLLM's ParallelConfig refuses to start; remove it or set expertParallel: true")
+    if eplb and o.int("tensor_parallel_size", 1) * o.int("data_parallel_size", 1) <= 1:
+        return (o.field("enable_eplb", f"spec.{o.role}.extraArgs"),
+                "--enable-eplb needs more than one rank (tensorParallel × dataParallel > 1): vLLM's ParallelConfig "
+                "refuses to start; remove it")
+    redundant = o.get("eplb_config.num_redundant_experts")
+    if not eplb and redundant not in (None, "0"):
+        return (o.field("eplb_config.num_redundant_experts", f"spec.{o.role}.extraArgs"),
+                f"num_redundant_experts {redundant} without --enable-eplb: vLLM's ParallelConfig refuses to start; "
+                "add --enable-eplb or remove it")
+    return None
+
+
+def _decode_context_parallel(o: RoleOptions) -> tuple[str, str] | None:
+    tp, dcp = o.int("tensor_parallel_size", 1), o.int("decode_context_parallel_size", 1)
+    if dcp > 0 and tp % dcp:
+        return (o.field("decode_context_parallel_size", f"spec.{o.role}.extraArgs"),
+                f"--decode-context-parallel-size {dcp} does not divide tensorParallel {tp} (decode context parallelism "
+                "reuses the TP ranks): vLLM's ParallelConfig refuses to start; use a divisor of the TP size")
     return None
 
 
 CONFIG_RULES: tuple[ConfigRule, ...] = (
     ConfigRule("chunked-prefill-off-below-max-model-len", "vllm/config/scheduler.py SchedulerConfig.verify_max_model_len",
                _chunked_prefill_off_limits_length),
-    ConfigRule("partial-prefills", "vllm/config/scheduler.py SchedulerConfig.verify_max_model_len", _partial_prefills),
-    ConfigRule("eplb-needs-expert-parallel", "vllm/config/parallel.py ParallelConfig.__post_init__",
-               _eplb_needs_expert_parallel),
+    ConfigRule("scheduler-limits", "vllm/config/scheduler.py SchedulerConfig.verify_max_model_len", _scheduler_limits),
+    ConfigRule("eplb", "vllm/config/parallel.py ParallelConfig._validate_parallel_config", _eplb),
+    ConfigRule("decode-context-parallel", "vllm/config/parallel.py ParallelConfig._validate_parallel_config",
+               _decode_context_parallel),
 )
 
 

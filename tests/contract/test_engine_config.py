@@ -110,3 +110,20 @@ def test_the_seed_builds_and_vllm_reads_the_catalogs_config(judged):
         assert not qdd_errors and engine["ok"], engine
         assert engine["model"]["architectures"] == ["Qwen3_5MoeForConditionalGeneration"]
         assert engine["model"]["max_model_len"] == 9216
+
+
+def test_vllm_reads_back_the_catalogs_numbers(judged):
+    """qdd.catalog.config_json writes the catalog's architecture; vLLM's ModelConfig reads the same numbers."""
+    seen = set()
+    for name, cr in [(SEED_EXAMPLE, load(EXAMPLES / f"{SEED_EXAMPLE}.yaml")), *combos()]:
+        arch = resolve_checkpoint(cr["spec"]["model"]["name"]).architecture
+        engine = judged.get(f"{name}/prefill", (None, None, None))[2]
+        if arch.name in seen or engine is None or not engine["ok"]:
+            continue
+        seen.add(arch.name)
+        m = engine["model"]
+        assert (m["num_hidden_layers"], m["total_num_kv_heads"], m["head_size"], m["vocab_size"], m["hidden_size"],
+                m["linear_num_value_heads"], m["is_hybrid"]) == (
+            arch.num_hidden_layers, arch.num_key_value_heads, arch.head_dim, arch.vocab_size, arch.hidden_size,
+            arch.linear_num_value_heads, True), (arch.name, m)
+    assert seen == {"Qwen3.5-397B-A17B", "Qwen3.5-35B-A3B"}

@@ -353,6 +353,29 @@ def main() -> int:
     return 0
 
 
+def _model_numbers(cfg) -> dict[str, Any]:
+    """What vLLM's ModelConfig reads from the config.json: layers, heads, head size, vocabulary, the
+    hybrid block size it chose (each read defensively: a failing getter is reported, not raised)."""
+    mc, text = cfg.model_config, cfg.model_config.hf_text_config
+    getters = {
+        "num_hidden_layers": lambda: text.num_hidden_layers,
+        "total_num_kv_heads": mc.get_total_num_kv_heads,
+        "head_size": mc.get_head_size,
+        "vocab_size": mc.get_vocab_size,
+        "hidden_size": mc.get_hidden_size,
+        "linear_num_value_heads": lambda: text.linear_num_value_heads,
+        "is_hybrid": lambda: mc.is_hybrid,
+        "block_size": lambda: cfg.cache_config.block_size,
+    }
+    out: dict[str, Any] = {}
+    for k, get in getters.items():
+        try:
+            out[k] = jsonable(get())
+        except Exception as e:  # noqa: BLE001
+            out[k] = f"<error: {e}>"
+    return out
+
+
 def _engine_configs(parsed, opts, records, reset_once_caches) -> dict[str, Any]:
     import vllm
     from vllm.usage.usage_lib import UsageContext
@@ -402,7 +425,7 @@ def _engine_configs(parsed, opts, records, reset_once_caches) -> dict[str, Any]:
                                                             "architectures", None)),
                     "uniform_decode_query_len": cfg.uniform_decode_query_len},
                 "model": {"architectures": jsonable(cfg.model_config.architectures),
-                          "max_model_len": cfg.model_config.max_model_len},
+                          "max_model_len": cfg.model_config.max_model_len, **_model_numbers(cfg)},
             }
         except Exception as e:  # noqa: BLE001
             res = {"ok": False, "error": f"{type(e).__name__}: {e}"}

@@ -28,7 +28,7 @@ def _probes(container: dict) -> list[tuple[str, dict]]:
 def test_engine_probes_ask_health_only_and_never_generate(path):
     objs = objects_of(load(path))
     seen = {"prefill": 0, "decode": 0}
-    for role, labels, spec in engine_pod_specs(objs):
+    for role, _labels, spec in engine_pod_specs(objs):
         for c in spec["containers"]:
             for kind, probe in _probes(c):
                 assert set(probe) & {"httpGet", "exec", "grpc", "tcpSocket"} == {"httpGet"}, (role, kind, probe)
@@ -48,7 +48,7 @@ def test_headless_decode_workers_have_no_http_probe():
     workers = [p for p in plan.decode.pods if p.group_role == "worker"]
     assert workers and not any(p.serves_http for p in workers)
     objs = objects_of(cr)
-    for role, labels, spec in engine_pod_specs(objs):
+    for _role, labels, spec in engine_pod_specs(objs):
         if labels.get("qdd.dev/group-role") == "worker":
             assert not any(_probes(c) for c in spec["containers"]), labels
 

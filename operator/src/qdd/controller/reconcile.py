@@ -36,6 +36,7 @@ from .kube import Kube
 from .rollout import (Rollout, decide, legacy_generation, pods_to_label, recorded_serving, router_settled, slot_of,
                       switched)
 from .peers import prefill_pod_uids, replaced, stale_decode_groups
+from .platform import judge_compute_domain
 from .placement import INSUFFICIENT, Stuck, free_by_domain, placed, stuck_pods, unschedulable
 from .status import Observed, compute_status, ready_ignoring_rollout, rollout_status, status_patch
 
@@ -98,6 +99,13 @@ def _desired(cr: dict[str, Any], gang: bool, slot: str = "a", serving: tuple[str
         log.exception("%s/%s: planning failed", cr["metadata"].get("namespace"), cr["metadata"].get("name"))
         return None, [], [f"spec: qdd could not plan this resource ({type(e).__name__}: {str(e)[:300]}); nothing was "
                           "applied; this is a qdd bug: report it with the resource"]
+
+
+def _engine_nodes(observed: list[dict[str, Any]], slot: str) -> set[str]:
+    """Nodes the engine pods of ``slot`` are bound to."""
+    return {o["spec"]["nodeName"] for o in observed if o["kind"] == "Pod" and (o.get("spec") or {}).get("nodeName")
+            and (o["metadata"].get("labels") or {}).get(labels.ROLE) in ("prefill", "decode")
+            and (o["metadata"].get("labels") or {}).get(labels.SLOT, slot) == slot}
 
 
 def _any_unschedulable(pods: list[dict[str, Any]]) -> bool:
@@ -347,11 +355,14 @@ class Reconciler:
                    canary: CanaryState | None = None) -> dict[str, Any]:
         """The status computed from what is observed (not written); ``canary``: its state, None for
         the status without it (qdd.controller.canary)."""
-        cd_ready = None
+        cd_ready, cd_verdict = None, None
         if plan is not None and plan.compute_domain:
             cd = next((o for o in observed if o["kind"] == "ComputeDomain"
                        and o["metadata"]["name"] == names.compute_domain(plan.name, plan.slot)), None)
-            cd_ready = cd is not None and (cd.get("status") or {}).get("status") == "Ready"
+            # Nodes are not watched: the tray-rejoin checks of judge_compute_domain need them and are skipped.
+            cd_verdict = judge_compute_domain(cd, _engine_nodes(observed, plan.slot), {}, None,
+                                              dt.datetime.now(dt.timezone.utc))
+            cd_ready = cd_verdict.ready
         preflight = [o for o in desired if o["metadata"]["labels"].get(labels.ROLE) == PREFLIGHT_ROLE]
         kv = None
         if plan is not None and preflight:
@@ -360,7 +371,7 @@ class Reconciler:
                                                                      max_request_ms=pf.max_request_ms))
         return compute_status(cr, plan, errors or [], Observed({key(o): o for o in observed}, states), _now(), cd_ready,
                               kv, peer_restart, self._placed(plan, desired, observed) if plan is not None else None,
-                              rollout_status(rollout) if rollout is not None else None, canary)
+                              rollout_status(rollout) if rollout is not None else None, canary, cd_verdict)
 
     def _status(self, cr: dict[str, Any], plan: Plan | None, errors: list[str], desired: list[dict[str, Any]],
                 observed: list[dict[str, Any]], states: list[Any], peer_restart: str | None = None,

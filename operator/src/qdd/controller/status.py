@@ -21,6 +21,7 @@ from ..preflight.verdict import Verdict
 from .groups import GroupState, pod_ready
 from .nodeloss import LostPod, lost_pods
 from .peers import prefill_pod_uids
+from .platform import PlatformVerdict
 from .rollout import Rollout
 
 
@@ -160,6 +161,8 @@ class _Facts:
     """The canary (qdd.controller.canary); None: not considered (no CanaryPassed condition)."""
     lost: tuple[tuple[str, LostPod], ...] = ()
     """(role, pod) of the engine pods on a NotReady or unreachable node (qdd.controller.nodeloss)."""
+    compute_domain: PlatformVerdict | None = None
+    """Why the ComputeDomain is (not) Ready, naming the tray (qdd.controller.platform)."""
 
     @property
     def serving_current(self) -> bool:
@@ -228,6 +231,11 @@ def _compute_domain(f: _Facts) -> dict[str, Any]:
     if f.compute_domain_ready is None:
         return _cond(C.COMPUTE_DOMAIN_READY, True, Reason.NOT_REQUIRED, "", f.generation)
     ok = f.compute_domain_ready
+    cdv = f.compute_domain
+    if cdv is not None and (cdv.reason != Reason.COMPUTE_DOMAIN_READY or not ok) and cdv.nodes:
+        return _cond(C.COMPUTE_DOMAIN_READY, cdv.ready, cdv.reason, cdv.message, f.generation)
+    if cdv is not None and cdv.reason not in (Reason.COMPUTE_DOMAIN_READY, Reason.COMPUTE_DOMAIN_NOT_READY):
+        return _cond(C.COMPUTE_DOMAIN_READY, cdv.ready, cdv.reason, cdv.message, f.generation)
     return _cond(C.COMPUTE_DOMAIN_READY, ok, Reason.COMPUTE_DOMAIN_READY if ok else Reason.COMPUTE_DOMAIN_NOT_READY,
                  f"ComputeDomain {names.compute_domain(f.name, f.plan.slot if f.plan else 'a')} is "
                  + ("Ready" if ok else "not Ready yet (waiting for the NVIDIA DRA driver)"), f.generation)
@@ -388,14 +396,17 @@ def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs
                    peer_restart: str | None = None,
                    placed: tuple[bool | None, str, str] | None = None,
                    rollout: dict[str, Any] | None = None,
-                   canary: CanaryState | None = None) -> dict[str, Any]:
+                   canary: CanaryState | None = None,
+                   compute_domain: PlatformVerdict | None = None) -> dict[str, Any]:
     """The whole ``.status``, a pure function of the resource and what was observed. ``errors``:
     plan errors (empty when the spec is valid). ``compute_domain_ready``: None when no
     ComputeDomain is used. ``kv``: the KV-transfer preflight's verdict, None when it is off.
     ``peer_restart``: why decode groups were recycled in this pass (a replaced prefill pod); kept
     in ``status.peerRestart`` until decode is all Ready again. ``placed``: the Placed condition's
     (status, reason, message), qdd.controller.placement. ``canary``: the canary's state
-    (qdd.controller.canary; None: not considered, as for the first computation of a pass)."""
+    (qdd.controller.canary; None: not considered, as for the first computation of a pass).
+    ``compute_domain``: the platform verdict behind ``compute_domain_ready`` (qdd.controller.platform),
+    whose reason and message ComputeDomainReady takes; None: the plain Ready/NotReady."""
     meta = cr["metadata"]
     name = meta["name"]
     # A planned roll (pods of an older revision terminating) is progress, not degradation.
@@ -406,7 +417,7 @@ def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs
     f = _Facts(name, meta.get("generation"), plan, errors, _role_counts(cr, plan, obs, "prefill"),
                decode, _router_available(plan, obs, name), compute_domain_ready, kv,
                broken, _unschedulable(obs), peer_restart, placed if plan is not None else None, rollout, canary,
-               _lost(obs))
+               _lost(obs), compute_domain=compute_domain)
     p, d = f.prefill, f.decode
     status: dict[str, Any] = {
         "observedGeneration": f.generation,

@@ -63,3 +63,28 @@ def test_qwen38_argv_builds_an_engine_config_with_mtp(qwen38):
         assert res["speculative"]["draft_architectures"] == ["Qwen3_5MoeMTP"]
         assert res["cache"]["cache_dtype"] == "fp8" and res["cache"]["mamba_ssm_cache_dtype"] == "bfloat16"
     assert qwen38["decode-leader"]["scheduler"]["max_num_seqs"] == 202  # lowered to the cache blocks, less 20%
+
+
+def _with_spec(argv: list[str], k: int, kv_dtype: str) -> list[str]:
+    out = list(argv)
+    out[out.index("--speculative-config") + 1] = f'{{"method":"mtp","num_speculative_tokens":{k}}}'
+    out[out.index("--kv-cache-dtype") + 1] = kv_dtype
+    return out
+
+
+def test_hybrid_mtp_state_widens_with_k_for_every_kv_dtype():
+    """vllm#57721: hybrid models whose class plans the Mamba state without num_speculative_tokens fail at
+    start-up for k ≥ 2. vLLM 0.33.0's Qwen3.5 classes widen the GDN conv state by k (3 + k columns for the
+    kernel of 4), whatever the KV cache dtype: the case does not apply to the models qdd plans."""
+    argvs = _argvs("qwen35-397b-4xdep2-1xdep8-mtp1-cc2048")
+    leader = argvs["decode-leader"]
+    cases = {f"k{k}-{d}": _with_spec(leader, k, d) for k in (1, 2, 4) for d in ("fp8", "bfloat16")}
+    res = check(cases, engine_config={"mamba_state": True})["engine_config"]
+    for name, r in res.items():
+        assert r["ok"], (name, r)
+        k = int(name.split("-")[0][1:])
+        conv, temporal = r["model"]["mamba_state_shape"]
+        assert sorted(conv) == sorted([12288, 3 + k]), (name, conv)  # conv_dim 12,288 at TP 1 (docs/facts/memory-model.md)
+        assert temporal == [64, 128, 128], (name, temporal)
+        assert r["speculative"]["num_speculative_tokens"] == k
+        assert r["cache"]["cache_dtype"] == name.split("-", 1)[1]

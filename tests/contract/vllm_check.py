@@ -45,7 +45,9 @@ engine_config (opt-in, ~1-3 s per argv): builds AsyncEngineArgs.from_cli_args(..
   errors such as data_parallel_size_local > data_parallel_size. It runs on vLLM's CPU platform:
   platform-derived values in the result (async scheduling, max_num_seqs, capture sizes, block
   size) are the CPU platform's, NOT what a GB200 would use, and GPU-only checks do not run.
-  Pass "engine_config": {"config_json": {...}} to use another stand-in config.
+  Pass "engine_config": {"config_json": {...}} to use another stand-in config, and
+  {"mamba_state": true} to also report the GDN state shape the model class plans
+  (result["engine_config"][id]["model"]["mamba_state_shape"]; resolving the class costs seconds).
 """
 
 from __future__ import annotations
@@ -353,6 +355,40 @@ def main() -> int:
     return 0
 
 
+def _model_numbers(cfg, with_state: bool = False) -> dict[str, Any]:
+    """What vLLM's ModelConfig reads from the config.json: layers, heads, head size, vocabulary, the
+    hybrid block size it chose (each read defensively: a failing getter is reported, not raised)."""
+    mc, text = cfg.model_config, cfg.model_config.hf_text_config
+    getters = {
+        "num_hidden_layers": lambda: text.num_hidden_layers,
+        "total_num_kv_heads": mc.get_total_num_kv_heads,
+        "head_size": mc.get_head_size,
+        "vocab_size": mc.get_vocab_size,
+        "hidden_size": mc.get_hidden_size,
+        "linear_num_value_heads": lambda: text.linear_num_value_heads,
+        "is_hybrid": lambda: mc.is_hybrid,
+        "block_size": lambda: cfg.cache_config.block_size,
+    }
+    if with_state:  # opt-in: resolving the model class inspects it in a subprocess (seconds per argv)
+        getters["mamba_state_shape"] = lambda: _mamba_state_shape(cfg)
+    out: dict[str, Any] = {}
+    for k, get in getters.items():
+        try:
+            out[k] = jsonable(get())
+        except Exception as e:  # noqa: BLE001
+            out[k] = f"<error: {e}>"
+    return out
+
+
+def _mamba_state_shape(cfg) -> Any:
+    """The (conv, temporal) GDN state shape the model class plans per request — with the speculative
+    widening when the class passes num_speculative_tokens (vllm#57721 is about classes that do not)."""
+    from vllm.model_executor.models.registry import ModelRegistry
+
+    model_cls, _ = ModelRegistry.resolve_model_cls(cfg.model_config.architectures, cfg.model_config)
+    return model_cls.get_mamba_state_shape_from_config(cfg)
+
+
 def _engine_configs(parsed, opts, records, reset_once_caches) -> dict[str, Any]:
     import vllm
     from vllm.usage.usage_lib import UsageContext
@@ -402,7 +438,8 @@ def _engine_configs(parsed, opts, records, reset_once_caches) -> dict[str, Any]:
                                                             "architectures", None)),
                     "uniform_decode_query_len": cfg.uniform_decode_query_len},
                 "model": {"architectures": jsonable(cfg.model_config.architectures),
-                          "max_model_len": cfg.model_config.max_model_len},
+                          "max_model_len": cfg.model_config.max_model_len,
+                          **_model_numbers(cfg, bool(opts.get("mamba_state")))},
             }
         except Exception as e:  # noqa: BLE001
             res = {"ok": False, "error": f"{type(e).__name__}: {e}"}

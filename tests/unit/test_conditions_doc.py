@@ -27,6 +27,7 @@ FAMILIES = {
     "f.canary.reason": ("CanaryState", 1, ("qdd.canary.judge", "qdd.controller.canary")),
     "f.kv.reason": ("Verdict", 1, ("qdd.preflight.verdict", "qdd.preflight.observe")),
     "f.placed[1]": ("placed", 1, ("qdd.controller.placement",)),
+    "cdv.reason": ("PlatformVerdict", 1, ("qdd.controller.platform",)),
 }
 """expression -> (the call that makes it, or the function whose 3-tuple returns hold it; the reason's
 index; the modules that make it)."""

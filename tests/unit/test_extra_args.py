@@ -18,12 +18,15 @@ from .helpers import plan_of
     ("--kv-transfer-config.kv_role", "kv-transfer-config"), ("--max-num-seq", "max-num-seqs"),
     ("--headless", "headless"), ("--model", "model"), ("--config", "config"), ("--port=9000", "port"),
     ("--all2all", "all2all-backend"),
+    # Pipeline and prefill-context parallelism multiply an endpoint's ranks beyond the GPUs qdd gives its pods.
+    ("-pp", "pipeline-parallel-size"), ("--pipeline-parallel-size=2", "pipeline-parallel-size"),
+    ("-pcp", "prefill-context-parallel-size"),
 ])
 def test_owned_flags_are_seen_through_every_spelling(arg, owned):
     assert owned_flag(arg) == owned
 
 
-@pytest.mark.parametrize("arg", ["--enable-eplb", "--max-logprobs", "-pp", "--dp", "3", "",
+@pytest.mark.parametrize("arg", ["--enable-eplb", "--max-logprobs", "-dcp", "--dp", "3", "",
                                  '{"max_cudagraph_capture_size": 64}', "--eplb-config.window_size", "--no-enable-eplb"])
 def test_other_arguments_are_not_owned(arg):
     assert owned_flag(arg) is None

@@ -144,6 +144,16 @@ CONDITIONS: tuple[ConditionDoc, ...] = (
                      ReasonDoc(R.COMPUTE_DOMAIN_NOT_READY, "False", "the ComputeDomain is not Ready yet: the NVIDIA DRA "
                                "driver has not set it up", "check the NVIDIA DRA driver for GPUs (its compute-domain "
                                "daemon pods on the nodes) and `kubectl describe computedomain`"),
+                     ReasonDoc(R.COMPUTE_DOMAIN_NOT_CONVERGING, "False", "the ComputeDomain, or a tray's entry in it, has "
+                               "not become Ready within 600 s; the message names the trays (dra-driver-nvidia-gpu#1050: a "
+                               "domain that lost a node entry never turns Ready)", "check the compute-domain daemon pods "
+                               "on the named trays and `kubectl describe computedomain`"),
+                     ReasonDoc(R.IMEX_NODE_NOT_READY, "False", "the ComputeDomain reports Ready but the IMEX daemon of a "
+                               "tray the engines run on is NotReady: GPU memory imports fail there "
+                               "(dra-driver-nvidia-gpu#1417)", "check that tray's compute-domain daemon pod"),
+                     ReasonDoc(R.TRAY_REJOINING, "False", "a tray is back after a reboot without its NVLink clique label "
+                               "(or with another clique) yet; the message says how long", "wait; past 600 s check GPU "
+                               "Feature Discovery and the fabric manager on the tray"),
                  )),
     ConditionDoc(C.KV_TRANSFER_READY, DEPLOYMENT, "The KV-transfer preflight (spec.kvTransfer.preflight; a serve/fetch "
                  "Job pair per decode endpoint) moved cache-shaped bytes through NIXL, verified them and measured the "

@@ -41,6 +41,10 @@ class Reason:
     NOT_REQUIRED = "NotRequired"
     COMPUTE_DOMAIN_READY = "Ready"
     COMPUTE_DOMAIN_NOT_READY = "NotReady"
+    COMPUTE_DOMAIN_NOT_CONVERGING = "NotConverging"
+    IMEX_NODE_NOT_READY = "ImexNodeNotReady"
+    TRAY_REJOINING = "TrayRejoining"
+    """ComputeDomainReady: the GB200 platform's states (qdd.controller.platform, docs/facts/gb200-platform.md)."""
     GROUP_RESTARTING = "GroupRestarting"
     NODE_NOT_READY = "NodeNotReady"
     """Degraded: an engine pod is on a NotReady or unreachable node, or stuck Terminating there

@@ -360,10 +360,10 @@ class Reconciler:
                    inputs: Inputs | None = None) -> dict[str, Any]:
         """The status computed from what is observed (not written); ``canary``: its state, None for
         the status without it (qdd.controller.canary); ``inputs``: :meth:`_inputs`, when already known."""
-        cd_ready, kv, placed_now = inputs if inputs is not None else self._inputs(plan, desired, observed)
+        cd_ready, kv, placed_now, cd_verdict = inputs if inputs is not None else self._inputs(plan, desired, observed)
         return compute_status(cr, plan, errors or [], Observed({key(o): o for o in observed}, states), _now(), cd_ready,
                               kv, peer_restart, placed_now, rollout_status(rollout) if rollout is not None else None,
-                              canary, peer_pending)
+                              canary, peer_pending, compute_domain=cd_verdict)
 
     def _status(self, cr: dict[str, Any], plan: Plan | None, errors: list[str], desired: list[dict[str, Any]],
                 observed: list[dict[str, Any]], states: list[Any], peer_restart: str | None = None,

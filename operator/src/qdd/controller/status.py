@@ -20,6 +20,7 @@ from ..preflight.verdict import Verdict
 from .groups import GroupState, pod_ready
 from .nodeloss import LostPod, lost_pods
 from .peers import pending_text, prefill_pod_uids
+from .platform import PlatformVerdict
 from .rollout import Rollout
 from .stall import progress, progress_key, stalled
 from .status_conditions import RoleCount, _Facts, conditions
@@ -184,7 +185,8 @@ def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs
                    peer_restart: str | None = None,
                    placed: tuple[bool | None, str, str] | None = None,
                    rollout: dict[str, Any] | None = None,
-                   canary: CanaryState | None = None, peer_pending: dict[str, Any] | None = None) -> dict[str, Any]:
+                   canary: CanaryState | None = None, peer_pending: dict[str, Any] | None = None,
+                   compute_domain: PlatformVerdict | None = None) -> dict[str, Any]:
     """The whole ``.status``, a pure function of the resource and what was observed. ``errors``:
     plan errors (empty when the spec is valid). ``compute_domain_ready``: None when no
     ComputeDomain is used. ``kv``: the KV-transfer preflight's verdict, None when it is off.
@@ -193,7 +195,9 @@ def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs
     (status, reason, message), qdd.controller.placement. ``canary``: the canary's state
     (qdd.controller.canary; None: not considered, as for the first computation of a pass).
     ``peer_pending``: a burst of prefill replacements whose decode recycle waits (qdd.controller.peers.burst),
-    kept in ``status.peerRestartPending``; Ready is False meanwhile."""
+    kept in ``status.peerRestartPending``; Ready is False meanwhile. ``compute_domain``: the platform verdict
+    behind ``compute_domain_ready`` (qdd.controller.platform), whose reason and message ComputeDomainReady
+    takes; None: the plain Ready/NotReady."""
     meta = cr["metadata"]
     name = meta["name"]
     # A planned roll (pods of an older revision terminating) is progress, not degradation.
@@ -204,7 +208,8 @@ def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs
     f = _Facts(name, meta.get("generation"), plan, errors, _role_counts(cr, plan, obs, "prefill"),
                decode, _router_available(plan, obs, name), compute_domain_ready, kv,
                broken, _unschedulable(obs), peer_restart, placed if plan is not None else None, rollout, canary,
-               _lost(obs), peer_pending=pending_text(peer_pending) if peer_pending else None)
+               _lost(obs), peer_pending=pending_text(peer_pending) if peer_pending else None,
+               compute_domain=compute_domain)
     record = None
     if plan is not None:
         r = rollout or {}

@@ -20,6 +20,7 @@ from ..plan import Plan
 from ..preflight.verdict import Verdict
 from .groups import GroupState
 from .nodeloss import LostPod
+from .platform import PlatformVerdict
 from .stall import Stall, age_text
 
 
@@ -72,6 +73,8 @@ class _Facts:
     """No progress past spec.rollout.progressDeadlineSeconds, and why (qdd.controller.stall)."""
     peer_pending: str | None = None
     """A burst of prefill replacements whose one decode recycle is still to come (qdd.controller.peers)."""
+    compute_domain: PlatformVerdict | None = None
+    """Why the ComputeDomain is (not) Ready, naming the tray (qdd.controller.platform)."""
 
     @property
     def serving_current(self) -> bool:
@@ -141,6 +144,11 @@ def _compute_domain(f: _Facts) -> dict[str, Any]:
     if f.compute_domain_ready is None:
         return _cond(C.COMPUTE_DOMAIN_READY, True, Reason.NOT_REQUIRED, "", f.generation)
     ok = f.compute_domain_ready
+    cdv = f.compute_domain
+    if cdv is not None and (cdv.reason != Reason.COMPUTE_DOMAIN_READY or not ok) and cdv.nodes:
+        return _cond(C.COMPUTE_DOMAIN_READY, cdv.ready, cdv.reason, cdv.message, f.generation)
+    if cdv is not None and cdv.reason not in (Reason.COMPUTE_DOMAIN_READY, Reason.COMPUTE_DOMAIN_NOT_READY):
+        return _cond(C.COMPUTE_DOMAIN_READY, cdv.ready, cdv.reason, cdv.message, f.generation)
     return _cond(C.COMPUTE_DOMAIN_READY, ok, Reason.COMPUTE_DOMAIN_READY if ok else Reason.COMPUTE_DOMAIN_NOT_READY,
                  f"ComputeDomain {names.compute_domain(f.name, f.plan.slot if f.plan else 'a')} is "
                  + ("Ready" if ok else "not Ready yet (waiting for the NVIDIA DRA driver)"), f.generation)

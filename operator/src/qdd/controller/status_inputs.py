@@ -4,6 +4,7 @@ once per status, whether or not the canary's state is added to it."""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from .. import labels, names
@@ -13,9 +14,10 @@ from ..preflight.observe import kv_transfer_verdict
 from ..preflight.verdict import Thresholds, Verdict
 from .kube import Kube
 from .placement import Stuck, free_by_domain, placed, stuck_pods
+from .platform import PlatformVerdict, judge_compute_domain
 from .schedfacts import said
 
-Inputs = tuple[bool | None, Verdict | None, tuple[bool | None, str, str] | None]
+Inputs = tuple[bool | None, Verdict | None, tuple[bool | None, str, str] | None, PlatformVerdict | None]
 
 
 def placed_condition(kube: Kube, gang: bool, plan: Plan, desired: list[dict[str, Any]],
@@ -40,19 +42,29 @@ def placed_condition(kube: Kube, gang: bool, plan: Plan, desired: list[dict[str,
                   stuck, domains)
 
 
+def _engine_nodes(observed: list[dict[str, Any]], slot: str) -> set[str]:
+    """Nodes the engine pods of ``slot`` are bound to."""
+    return {o["spec"]["nodeName"] for o in observed if o["kind"] == "Pod" and (o.get("spec") or {}).get("nodeName")
+            and (o["metadata"].get("labels") or {}).get(labels.ROLE) in ("prefill", "decode")
+            and (o["metadata"].get("labels") or {}).get(labels.SLOT, slot) == slot}
+
+
 def status_inputs(kube: Kube, gang: bool, plan: Plan | None, desired: list[dict[str, Any]],
                   observed: list[dict[str, Any]]) -> Inputs:
     """(ComputeDomain Ready — None when none is used —, the preflight's verdict — None when it is off —,
-    Placed — None without a plan)."""
-    cd_ready = None
+    Placed — None without a plan —, the ComputeDomain's platform verdict — None when none is used)."""
+    cd_ready, cd_verdict = None, None
     if plan is not None and plan.compute_domain:
         cd = next((o for o in observed if o["kind"] == "ComputeDomain"
                    and o["metadata"]["name"] == names.compute_domain(plan.name, plan.slot)), None)
-        cd_ready = cd is not None and (cd.get("status") or {}).get("status") == "Ready"
+        # Nodes are not watched: the tray-rejoin checks of judge_compute_domain need them and are skipped.
+        cd_verdict = judge_compute_domain(cd, _engine_nodes(observed, plan.slot), {}, None,
+                                          dt.datetime.now(dt.timezone.utc))
+        cd_ready = cd_verdict.ready
     preflight = [o for o in desired if o["metadata"]["labels"].get(labels.ROLE) == PREFLIGHT_ROLE]
     kv = None
     if plan is not None and preflight:
         pf = plan.spec.kv_transfer.preflight
         kv = kv_transfer_verdict(preflight, observed, Thresholds(min_bulk_gbps=pf.min_bulk_gbps,
                                                                  max_request_ms=pf.max_request_ms))
-    return cd_ready, kv, placed_condition(kube, gang, plan, desired, observed) if plan is not None else None
+    return cd_ready, kv, placed_condition(kube, gang, plan, desired, observed) if plan is not None else None, cd_verdict

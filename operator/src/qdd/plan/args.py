@@ -11,9 +11,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..api.spec import EnvVar, RoleSpec
+from ..catalog.vllm_envs import env_problem, vllm_envs
 from ..catalog.vllm_options import Resolved, serve_options
 from ..errors import FieldError
 from .compile_cache import CACHE_ENV, STARTUP_PLAN_ENV
+from .engine_facts import env_no_effect_problem, kv_extra_problem
 from .flags import OWNED_FLAGS
 from .types import EnvEntry
 
@@ -128,6 +130,10 @@ def _token_error(role: str, tok: ArgToken, profile_version: str) -> str | None:
         also = f"; {', '.join('--' + n for n in owned)} {'is' if len(owned) == 1 else 'are'} owned by qdd" if owned else ""
         return (f"{given} is ambiguous in vLLM {table.vllm_version}'s parser, which refuses it "
                 f"(--{', --'.join(names[:6])}{', ...' if len(names) > 6 else ''}): spell the option out{also}")
+    if "kv-transfer-config" in owned:
+        for key in _kv_extra_keys(tok):
+            if why := kv_extra_problem(key, profile_version):
+                return why
     if owned:
         return _owned_error(role, given, owned[0])
     if _owned_subkeys(tok):
@@ -174,6 +180,11 @@ def check_extra(role: str, spec: RoleSpec, profile_version: str = "0.33.0") -> l
             errors.append(FieldError(f"spec.{role}.extraEnv[{i}].name", f"{env.name} is owned by qdd; {fix}"))
         elif env.name in seen:
             errors.append(FieldError(f"spec.{role}.extraEnv[{i}].name", f"{env.name} is given twice"))
+        elif problem := env_problem(env.name, profile_version) or env_no_effect_problem(env.name, profile_version):
+            errors.append(FieldError(f"spec.{role}.extraEnv[{i}].name", problem))
+        elif (env.value is not None and profile_version == vllm_envs().vllm_version
+              and (problem := vllm_envs().value_problem(env.name, env.value))):
+            errors.append(FieldError(f"spec.{role}.extraEnv[{i}].value", problem))
         if env.value is not None and env.value_from is not None:
             errors.append(FieldError(f"spec.{role}.extraEnv[{i}]", "set value or valueFrom, not both"))
         seen.add(env.name)
@@ -223,6 +234,19 @@ def _flag_values(args: list[str]) -> dict[str, str]:
                 merged[o.name] = _set_key(merged.get(o.name), sub, value) if sub else value
     return {k: v if isinstance(v, str) else json.dumps(v, sort_keys=True, separators=(",", ":"))
             for k, v in merged.items()}
+
+
+def _kv_extra_keys(tok: ArgToken) -> list[str]:
+    """Keys of kv_connector_extra_config a --kv-transfer-config token sets (dotted or JSON)."""
+    sub = tok.resolved.subkey or ""
+    if sub.startswith("kv_connector_extra_config."):
+        return [sub.split(".", 2)[1]]
+    value = _json_or_text(tok.value)
+    if not sub and isinstance(value, dict) and isinstance(value.get("kv_connector_extra_config"), dict):
+        return list(value["kv_connector_extra_config"])
+    if sub == "kv_connector_extra_config" and isinstance(value, dict):
+        return list(value)
+    return []
 
 
 def _owned_subkeys(tok: ArgToken) -> list[tuple[str, str, str]]:

@@ -12,6 +12,7 @@ from ..api.spec import DecodeSpec, PrefillSpec, QwenDisaggDeploymentSpec, RoleSp
 from ..catalog import (Architecture, Checkpoint, EngineProfile, GPUKind, UnknownEngineError, UnknownGPUError,
                        UnknownModelError, engine_profile, gpu_kind, resolve_checkpoint)
 from ..catalog.engines import round_down_to_grid
+from ..catalog.vllm_options import serve_options
 from ..errors import FieldError, SpecError
 from . import sizing
 from .compile_cache import cache_env, compile_cache_key
@@ -19,8 +20,10 @@ from .args import check_extra, check_roles_match, extra_env, kv_transfer_config
 from .flags import RoleContext, max_model_len, role_flags
 from .all2all import all2all_problems
 from .capacity import RankMemory, decode_capacity_check, gdn_block_limit, weights_fit_errors
+from .engine_config import config_errors, role_options
+from .engine_facts import fix_problems, workaround_args
 from .generation import generation_id
-from .router import router_plan
+from .router import router_plan, router_problems
 from .sizing import RoleSizing
 from .startup import startup_warnings
 from .types import EnvEntry, Plan, PodPlan, RolePlan
@@ -259,7 +262,8 @@ def _role(plan_name: str, namespace: str, role: str, spec: QwenDisaggDeploymentS
     ctx = RoleContext(spec, rs, profile, role_sizing, kv_role, async_on,
                       kv_transfer_config(kv_role, kv.load_failure_policy, list(kv.backends), kv.lease_seconds), r.served,
                       r.kv_cache_dtype)
-    first, after = [_model_arg(spec), *role_flags(ctx, first=True)], [*role_flags(ctx, first=False), *rs.extra_args]
+    first = [_model_arg(spec), *role_flags(ctx, first=True)]
+    after = [*role_flags(ctx, first=False), *workaround_args(spec, profile.version), *rs.extra_args]
     env_list = _common_env(spec, r.gpu) + extra_env(rs)
     cache_key = None
     if spec.engine.compile_cache is not None:
@@ -286,7 +290,12 @@ def _role(plan_name: str, namespace: str, role: str, spec: QwenDisaggDeploymentS
         gpu_memory_utilization=tu.gpu_memory_utilization or profile.gpu_memory_utilization_default,
         async_scheduling=async_on, kv_role=kv_role, pods=tuple(pods), compile_cache_key=cache_key)
     a2a_errors, a2a_warnings = all2all_problems(role, tu, profile.version, r.gpu, pods_per)
-    return dataclasses.replace(plan, warnings=tuple(a2a_warnings)), errors + _role_errors(role, rs, profile, spec) + a2a_errors
+    errors += _role_errors(role, rs, profile, spec) + a2a_errors
+    # The argv parses (checked above): now what vLLM's engine configuration refuses at start-up. The rules
+    # are vLLM 0.33.0's (qdd.plan.engine_config); other versions are not judged by them.
+    if pods and not errors and profile.version == serve_options().vllm_version:
+        errors += config_errors(role_options(role, list(pods[0].argv), list(rs.extra_args)))
+    return dataclasses.replace(plan, warnings=tuple(a2a_warnings)), errors
 
 
 def _placement_errors(spec: QwenDisaggDeploymentSpec, r: _Resolved, prefill: RolePlan,
@@ -422,7 +431,9 @@ def build_plan(resource: Resource, slot: str = "a") -> Plan:
     Raises :class:`SpecError` with every problem found."""
     spec, w = resource.spec, resource.spec.workload
     r = _resolve(spec)
-    errors = check_roles_match(spec.prefill, spec.decode) + _speculative_errors(spec, r.checkpoint)
+    fix_errors, fix_warnings = fix_problems(spec, r.profile.version)
+    errors = (check_roles_match(spec.prefill, spec.decode) + _speculative_errors(spec, r.checkpoint) + fix_errors
+              + router_problems(spec))
     max_len, want = r.checkpoint.architecture.max_position_embeddings, max_model_len(spec)
     if want > max_len:
         field, what = (("spec.workload.maxModelLen", f"maxModelLen {want} tokens") if w.max_model_len else
@@ -436,7 +447,7 @@ def build_plan(resource: Resource, slot: str = "a") -> Plan:
     decode, decode_errors = _role(resource.name, resource.namespace, "decode", spec, r, decode_sizing, slot)
     cap, cap_errors, cap_warnings = decode_capacity_check(spec, m, decode_sizing, decode.gpus_per_endpoint)
     errors += sizing_errors + prefill_errors + decode_errors + cap_errors + _placement_errors(spec, r, prefill, decode)
-    warnings += cap_warnings + list(prefill.warnings) + list(decode.warnings) + _spec_warnings(spec)
+    warnings += fix_warnings + cap_warnings + list(prefill.warnings) + list(decode.warnings) + _spec_warnings(spec)
     warnings += startup_warnings(spec, r.checkpoint)
     if spec.cluster.gpus_per_node is not None and spec.cluster.gpus_per_node != r.gpu.gpus_per_node:
         warnings.append(f"spec.cluster.gpusPerNode {spec.cluster.gpus_per_node} differs from a {r.gpu.name} node's "

@@ -162,6 +162,10 @@ ENGINE_FLAGS: tuple[Flag, ...] = (
     Flag("data-parallel-external-lb", "(owned: qdd uses internal load balancing per endpoint)", "one HTTP port per endpoint"),
     Flag("data-parallel-multi-port-external-lb", "(owned: qdd uses internal load balancing per endpoint)",
          "one HTTP port per endpoint"),
+    Flag("pipeline-parallel-size", "(qdd plans tensorParallel × dataParallel GPUs per endpoint; pipeline stages would "
+         "need more GPUs than its pods hold)", "every GPU of an endpoint is counted by qdd"),
+    Flag("prefill-context-parallel-size", "(qdd plans tensorParallel × dataParallel GPUs per endpoint; prefill context "
+         "parallelism multiplies the ranks beyond its pods' GPUs)", "every GPU of an endpoint is counted by qdd"),
     Flag("data-parallel-backend", "(owned: qdd runs DP ranks as processes of the engine pods)", "no Ray in the pods"),
     Flag("nnodes", "topology.dataParallel (qdd lays an endpoint over nodes itself)", "the endpoint layout is qdd's"),
     Flag("node-rank", "(owned: derived from the pod's place in its endpoint)", "the endpoint layout is qdd's"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 from .. import labels
 from ..api.rules import ROUTER_METRICS_PORT
 from ..api.spec import QwenDisaggDeploymentSpec
+from ..errors import FieldError
 from .types import RouterPlan
 
 METRICS_PORT = ROUTER_METRICS_PORT
@@ -44,3 +45,20 @@ def router_plan(cr: str, namespace: str, spec: QwenDisaggDeploymentSpec, generat
     r = spec.router
     return RouterPlan(replicas=r.replicas, image=r.image, port=r.port,
                       args=router_args(cr, namespace, spec, generation))
+
+
+BROKEN_POLICIES: dict[str, str] = {
+    "power_of_two": ("vllm-router 0.1.17 asks each engine GET /get_load, which vLLM does not serve (vLLM 0.33.0 answers "
+                     "/load, and only with --enable-server-load-tracking; vllm-project/router#174, open): every load "
+                     "query fails and the policy picks at random"),
+}
+"""Router policies known not to do what they say with vllm-router 0.1.17 in front of vLLM 0.33
+(docs/facts/router-pd.md); qdd refuses them at the policy field."""
+
+
+def router_problems(spec: QwenDisaggDeploymentSpec) -> list[FieldError]:
+    """Policies of spec.router that do not work with the router and engine versions qdd renders."""
+    r = spec.router
+    return [FieldError(f"spec.router.{field}", f"{policy}: {BROKEN_POLICIES[policy]}; use round_robin or random")
+            for field, policy in (("prefillPolicy", r.prefill_policy), ("decodePolicy", r.decode_policy))
+            if policy in BROKEN_POLICIES]

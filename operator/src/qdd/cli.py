@@ -194,7 +194,7 @@ def cmd_run(args: argparse.Namespace) -> None:
 
     run(namespaces=args.namespace, metrics_port=args.metrics_port, liveness_port=args.liveness_port,
         resync_seconds=args.resync_seconds, peering=args.peering, priority=args.priority,
-        peering_lifetime=args.peering_lifetime,
+        peering_lifetime=args.peering_lifetime, prometheus_url=args.prometheus_url,
         watch=WatchTimeouts(args.watch_server_timeout, args.watch_client_timeout, args.watch_inactivity_timeout))
 
 
@@ -237,6 +237,9 @@ def parser() -> argparse.ArgumentParser:
     o.add_argument("--liveness-port", type=int, default=8081, help="kopf liveness endpoint /healthz port (default 8081)")
     o.add_argument("--resync-seconds", type=float, default=60.0,
                    help="reconcile every resource at least this often (default 60)")
+    o.add_argument("--prometheus-url", metavar="URL",
+                   help="read engine metrics from this Prometheus for deployments without spec.observe.prometheus "
+                        "(default: $QDD_PROMETHEUS_URL, else each engine pod's /metrics; docs/observability.md)")
     o.add_argument("--peering", metavar="NAME",
                    help="run as one of several replicas: kopf peering through the kopf.dev peering object NAME "
                         "(mandatory; the replica of highest priority reconciles). Default: standalone")

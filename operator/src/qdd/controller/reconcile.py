@@ -33,10 +33,12 @@ from .canary import CanaryChecker
 from .children import diff, key, with_owner
 from .groups import group_states, groups_to_delete, pods_to_create
 from .kube import Kube
+from .observer import Observer
 from .rollout import (Rollout, decide, legacy_generation, pods_to_label, recorded_serving, router_settled, slot_of,
                       switched)
 from .peers import prefill_pod_uids, replaced, stale_decode_groups
 from .placement import INSUFFICIENT, Stuck, free_by_domain, placed, stuck_pods, unschedulable
+from .serving import add_serving, serving_events
 from .status import Observed, compute_status, ready_ignoring_rollout, rollout_status, status_patch
 
 log = logging.getLogger("qdd.reconcile")
@@ -126,14 +128,18 @@ class _Steps:
 
 class Reconciler:
     def __init__(self, kube: Kube, namespaces: list[str] | None = None, gang: bool | None = None,
-                 canary: CanaryChecker | None = None):
+                 canary: CanaryChecker | None = None, observer: Observer | None = None):
         """``gang``: place through the Workload API (PodGroups); None asks the cluster's discovery
         once, here (:meth:`Kube.serves_workload_api`). ``canary``: sends the serving canary
-        (default: to the router Services)."""
+        (default: to the router Services). ``observer``: reads the engines' metrics (default: one
+        without threads, which reads nothing: ``qdd run`` passes a running one)."""
         self.kube = kube
         self.canary = canary or CanaryChecker()
         if self.canary.notify is None:  # an answer that came in is judged by one more pass
             self.canary.notify = self.reconcile
+        self.observer = observer or Observer(workers=0)
+        if self.observer.notify is None:  # a serving condition that changed is written by one more pass
+            self.observer.notify = self.reconcile
         self.namespaces = namespaces or []
         self.gang = kube.serves_workload_api() if gang is None else gang
         log.info("placement: %s", "gang scheduling through the Workload API (scheduling.k8s.io/v1alpha2 PodGroup)"
@@ -169,6 +175,7 @@ class Reconciler:
     def forget(self, namespace: str, name: str) -> None:
         self.managed.discard((namespace, name))
         self.canary.forget(namespace, name)
+        self.observer.forget(namespace, name)
         metrics.MANAGED.set(len(self.managed))
         for role in ("prefill", "decode"):
             for g in (metrics.READY_ENDPOINTS, metrics.DESIRED_ENDPOINTS):
@@ -358,9 +365,12 @@ class Reconciler:
             pf = plan.spec.kv_transfer.preflight
             kv = kv_transfer_verdict(preflight, observed, Thresholds(min_bulk_gbps=pf.min_bulk_gbps,
                                                                      max_request_ms=pf.max_request_ms))
-        return compute_status(cr, plan, errors or [], Observed({key(o): o for o in observed}, states), _now(), cd_ready,
-                              kv, peer_restart, self._placed(plan, desired, observed) if plan is not None else None,
-                              rollout_status(rollout) if rollout is not None else None, canary)
+        now = _now()
+        status = compute_status(cr, plan, errors or [], Observed({key(o): o for o in observed}, states), now,
+                                cd_ready, kv, peer_restart,
+                                self._placed(plan, desired, observed) if plan is not None else None,
+                                rollout_status(rollout) if rollout is not None else None, canary)
+        return add_serving(status, cr, plan, observed, self.observer, now)
 
     def _status(self, cr: dict[str, Any], plan: Plan | None, errors: list[str], desired: list[dict[str, Any]],
                 observed: list[dict[str, Any]], states: list[Any], peer_restart: str | None = None,
@@ -415,7 +425,7 @@ class Reconciler:
             self.kube.event(cr, "Warning", INSUFFICIENT, p_now.get("message", ""))
         elif p_was.get("reason") == INSUFFICIENT and p_now.get("status") == "True":
             self.kube.event(cr, "Normal", "Placed", p_now.get("message", ""))
-        for type_, reason, message in canary_events(old, new):
+        for type_, reason, message in canary_events(old, new) + serving_events(old, new):
             self.kube.event(cr, type_, reason, message)
         cd_was, cd_now = _cond(old, "ComputeDomainReady"), _cond(new, "ComputeDomainReady")
         if cd_now.get("status") == "True" and cd_was.get("status") == "False":

@@ -140,6 +140,15 @@ def _stalled(engines: list[EngineFacts], t: ObserveThresholds, g: int | None) ->
                  f"every engine with requests running made tokens in the last {t.stall_seconds} s", g)
 
 
+def _unknown(why: str, g: int | None) -> list[dict[str, Any]]:
+    """Every serving condition Unknown (one call per type: tests/unit/test_conditions_doc.py reads them)."""
+    return [_cond(C.KV_TRANSFER_FAILING, None, R.NO_ENGINE_METRICS, why, g),
+            _cond(C.KV_LEASE_EXPIRING, None, R.NO_ENGINE_METRICS, why, g),
+            _cond(C.KV_CACHE_SATURATED, None, R.NO_ENGINE_METRICS, why, g),
+            _cond(C.REQUESTS_QUEUEING, None, R.NO_ENGINE_METRICS, why, g),
+            _cond(C.ENGINE_STALLED, None, R.NO_ENGINE_METRICS, why, g)]
+
+
 def judge(reads: Mapping[str, Sequence[PodRead]], thresholds: ObserveThresholds, window_seconds: int, now: float,
           generation: int | None = None, lease_seconds: int | None = None) -> Judgement:
     """``reads``: pod -> its reads, oldest first (the reader's window: spec.observe.windowSeconds,
@@ -155,8 +164,7 @@ def judge(reads: Mapping[str, Sequence[PodRead]], thresholds: ObserveThresholds,
                            e.min_kv_cache_usage, quiet.get((e.pod, e.engine), 0.0)) for e in engines]
     if not engines:
         why = f"no engine's metrics could be read ({_named(errors)})" if errors else "no engine pod serves metrics yet"
-        conds = [_cond(t, None, R.NO_ENGINE_METRICS, why, generation) for t in CONDITION_TYPES]
-        return Judgement(roles, [], conds, errors)
+        return Judgement(roles, [], _unknown(why, generation), errors)
     w = window_seconds
     conds = [_transfers(recent, thresholds, w, generation, roles), _lease(recent, thresholds, w, generation, lease_seconds),
              _saturated(engines, roles, thresholds, w, generation), _queueing(engines, thresholds, w, generation),

@@ -115,6 +115,12 @@ bench-scale: venv tools
 	kubectl apply --server-side --force-conflicts -f crds/qdd.dev_qwendisaggdeployments.yaml
 	QDD_CANARY_URL_OVERRIDE=$$(cat .qdd/clusters/$${QDD_SCALE_CLUSTER:-qdd-scale}/fake-canary-router.url) $(PY) bench/scale.py
 
+# The engine-metrics reader's cost at 200 engine pods (CPU per period, bytes, memory); no cluster:
+# the pods' /metrics come from the engine test double in another process (bench/observe_scale.py).
+.PHONY: bench-observe
+bench-observe: venv
+	$(PY) bench/observe_scale.py
+
 # KV-transfer preflight between two GPUs of one host, serve on GPU 0 and fetch on GPU 1, NVLink and
 # TCP-only (bench/README.md). Needs two NVLink-connected GPUs, torch and nixl (or nixl wheels in .whl/);
 # in this project's workplace it runs on the lent nvidia-h200-x2 through the device tool.

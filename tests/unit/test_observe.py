@@ -82,7 +82,7 @@ def test_failed_transfers_raise_then_clear_after_a_window_without():
     reads = {"p-0": steady("p-0", "prefill"), "d-0": failing}
     c = next(c for c in judge(reads, T, W, NOW).conditions if c["type"] == "KVTransferFailing")
     assert (c["status"], c["reason"]) == ("True", "KVTransfersFailing")
-    assert c["message"].startswith("7 NIXL KV transfers or notifications failed in the last 60 s (d-0 engine 0: 7;")
+    assert c["message"].startswith("7 NIXL KV transfers failed in the last 60 s (d-0 engine 0: 7;")
     # Later: the counter stays at 7 for a whole window: cleared.
     later = [PodRead("d-0", "decode", 0, 1120.0 + 15 * i, failing[-1].engines) for i in range(5)]
     j = judge({"p-0": steady("p-0", "prefill"), "d-0": failing + later}, T, W, 1180.0)
@@ -93,7 +93,7 @@ def test_expired_leases_on_prefill_raise_the_lease_condition_with_the_lease():
     reads = {"p-0": steady("p-0", "prefill", expired=lambda i: 2.0 * (i >= 4)), "d-0": steady("d-0", "decode")}
     c = next(c for c in judge(reads, T, W, NOW, lease_seconds=2).conditions if c["type"] == "KVLeaseExpiring")
     assert (c["status"], c["reason"]) == ("True", "KVLeaseExpired")
-    assert "2 requests' KV leases expired" in c["message"] and "p-0 engine 0: 2" in c["message"]
+    assert "2 requests' KV leases expired before decode read them, 0 read notifications" in c["message"] and "p-0 engine 0: 2" in c["message"]
     assert "(spec.kvTransfer.leaseSeconds 2 s)" in c["message"]
     assert judge(reads, ObserveThresholds(expiredLeases=2), W, NOW).conditions[1]["status"] == "False"
 

@@ -208,9 +208,8 @@ CONDITIONS: tuple[ConditionDoc, ...] = (
                                "drains"),
                  )),
     *(ConditionDoc(t, DEPLOYMENT, means + _SERVING, (_no_metrics, *reasons)) for t, means, reasons in (
-        (C.KV_TRANSFER_FAILING, "NIXL KV transfers or their notifications failed (vllm:nixl_num_failed_transfers, "
-         "vllm:nixl_num_failed_notifications on decode), more than spec.observe.thresholds.failedTransfers in the "
-         "window.", (
+        (C.KV_TRANSFER_FAILING, "NIXL KV transfers failed (vllm:nixl_num_failed_transfers on decode, which counts "
+         "failed handshakes and notifications too), more than spec.observe.thresholds.failedTransfers in the window.", (
              ReasonDoc(R.NO_FAILED_TRANSFERS, "False", "no failure in the window; the message counts the transfers "
                        "done", "-"),
              ReasonDoc(R.KV_TRANSFERS_FAILING, "True", "transfers failed; the message names the pods and engines and "

@@ -34,6 +34,11 @@ DEFAULT_MAX_SERIES = 50_000
 """Samples parsed per pod: a DEP8 leader exposes about 3,000."""
 
 
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+"""No proxy: pod IPs and in-cluster Services are reached directly, whatever HTTP_PROXY the
+operator's environment has (as the canary's client, qdd.canary.client)."""
+
+
 class OverLimit(Exception):
     """A read beyond its bytes or series bound."""
 
@@ -45,9 +50,12 @@ class Bounds:
     max_series: int = DEFAULT_MAX_SERIES
 
 
+DEFAULT_BOUNDS = Bounds()
+
+
 def _get(url: str, b: Bounds, accept: str = "text/plain") -> bytes:
     req = urllib.request.Request(url, headers={"Accept": accept, "User-Agent": "qdd-operator"})
-    with urllib.request.urlopen(req, timeout=b.timeout_s) as resp:  # noqa: S310 — http(s) URLs we built
+    with _OPENER.open(req, timeout=b.timeout_s) as resp:
         body: bytes = resp.read(b.max_bytes + 1)
     if len(body) > b.max_bytes:
         raise OverLimit(f"more than {b.max_bytes} bytes")
@@ -77,7 +85,7 @@ def _error(e: BaseException) -> str:
     return f"{type(e).__name__}: {str(e)[:200]}"
 
 
-def read_pod(url: str, pod: str, role: str, endpoint: int, bounds: Bounds = Bounds()) -> PodRead:
+def read_pod(url: str, pod: str, role: str, endpoint: int, bounds: Bounds = DEFAULT_BOUNDS) -> PodRead:
     """One bounded read of one pod's /metrics; never raises (a failure is the read's ``error``)."""
     t0, now = time.perf_counter(), time.time()
     result = "ok"
@@ -104,7 +112,7 @@ def prometheus_query(namespace: str, pods: list[str]) -> str:
 
 
 def read_prometheus(base: str, namespace: str, targets: dict[str, tuple[str, int]],
-                    bounds: Bounds = Bounds()) -> dict[str, PodRead]:
+                    bounds: Bounds = DEFAULT_BOUNDS) -> dict[str, PodRead]:
     """One instant query of a Prometheus for every pod in ``targets`` (pod -> (role, endpoint));
     a pod without series reads as an error. Never raises."""
     now = time.time()

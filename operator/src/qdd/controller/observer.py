@@ -29,7 +29,7 @@ from typing import Any
 from .. import labels
 from ..api.observe import ObserveSpec
 from ..observe import Judgement, PodRead, judge
-from .engine_metrics import Bounds, read_pod, read_prometheus
+from .engine_metrics import DEFAULT_BOUNDS, Bounds, read_pod, read_prometheus
 
 OVERRIDE_ENV = "QDD_ENGINE_METRICS_URL_OVERRIDE"
 PROMETHEUS_ENV = "QDD_PROMETHEUS_URL"
@@ -88,7 +88,7 @@ class Observer:
     def __init__(self, read: Callable[..., PodRead] = read_pod,
                  read_many: Callable[..., dict[str, PodRead]] = read_prometheus,
                  override: str | None = None, prometheus: str | None = None, workers: int = WORKERS,
-                 bounds: Bounds = Bounds(), notify: Callable[[str, str], None] | None = None,
+                 bounds: Bounds = DEFAULT_BOUNDS, notify: Callable[[str, str], None] | None = None,
                  clock: Callable[[], float] = time.time):
         self.read, self.read_many, self.bounds, self.notify, self.clock = read, read_many, bounds, notify, clock
         self.override = (os.environ.get(OVERRIDE_ENV) or None) if override is None else override

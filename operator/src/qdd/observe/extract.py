@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
 from typing import Any
 
 from . import metrics as M
@@ -57,11 +56,9 @@ def engines_of(samples: Iterable[Sample]) -> tuple[EngineRead, ...]:
     out = []
     for engine in sorted(scalars, key=lambda e: (not e.isdigit(), int(e) if e.isdigit() else 0, e)):
         values: dict[str, Any] = dict(scalars[engine])
-        read = EngineRead(engine, **values)
-        hists = {}
         for declared, attr in _HISTS.items():
             k = (engine, declared)
-            hists[attr] = Histogram(tuple(sorted(buckets[k].items())), sums[k], counts[k])
-        xfer = (engine, M.NIXL_XFER_TIME)
-        out.append(replace(read, transfers=counts[xfer], **hists))
+            values[attr] = Histogram(tuple(sorted(buckets[k].items())), sums[k], counts[k])
+        values["transfers"] = counts[(engine, M.NIXL_XFER_TIME)]
+        out.append(EngineRead(engine, **values))
     return tuple(out)

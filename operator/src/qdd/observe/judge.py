@@ -61,11 +61,12 @@ def _per_engine(reads: Mapping[str, Sequence[PodRead]], attrs: tuple[str, ...]) 
 
 def _transfers(reads: Mapping[str, Sequence[PodRead]], t: ObserveThresholds, w: int, g: int | None,
                roles: dict[str, RoleServing]) -> dict[str, Any]:
-    failed = _per_engine(reads, ("failed_transfers", "failed_notifications"))
+    # failed_transfers includes the failed notifications (vLLM 0.33 nixl/stats.py says so).
+    failed = _per_engine(reads, ("failed_transfers",))
     total = int(sum(n for _, n in failed))
     if total > t.failed_transfers:
         return _cond(C.KV_TRANSFER_FAILING, True, R.KV_TRANSFERS_FAILING,
-                     f"{total} NIXL KV transfers or notifications failed in the last {w} s "
+                     f"{total} NIXL KV transfers failed in the last {w} s "
                      f"({_named([f'{p}: {int(n)}' for p, n in failed])}; threshold {t.failed_transfers}): each one is a "
                      "request that failed (HTTP 500) or recomputed its prefill. Check that both roles run one "
                      "generation with equal --kv-cache-dtype, --mamba-ssm-cache-dtype and block size, that decode "
@@ -77,13 +78,17 @@ def _transfers(reads: Mapping[str, Sequence[PodRead]], t: ObserveThresholds, w: 
 
 def _lease(reads: Mapping[str, Sequence[PodRead]], t: ObserveThresholds, w: int, g: int | None,
            lease_s: int | None) -> dict[str, Any]:
-    expired = _per_engine(reads, ("expired", "after_expiry"))
-    total = int(sum(n for _, n in expired))
-    if total > t.expired_leases:
+    # Requests (vllm:nixl_num_kv_expired_reqs) and late notifications, one per remote rank
+    # (vllm:nixl_num_notifications_after_expiry): either over the threshold raises.
+    expired = _per_engine(reads, ("expired",))
+    late = _per_engine(reads, ("after_expiry",))
+    total, n_late = int(sum(n for _, n in expired)), int(sum(n for _, n in late))
+    if total > t.expired_leases or n_late > t.expired_leases:
         lease = f" (spec.kvTransfer.leaseSeconds {lease_s} s)" if lease_s else ""
+        where = _named([f'{p}: {int(n)}' for p, n in expired or late])
         return _cond(C.KV_LEASE_EXPIRING, True, R.KV_LEASE_EXPIRED,
-                     f"{total} requests' KV leases expired before decode read them in the last {w} s "
-                     f"({_named([f'{p}: {int(n)}' for p, n in expired])}; threshold {t.expired_leases}): prefill freed "
+                     f"{total} requests' KV leases expired before decode read them, {n_late} read notifications came "
+                     f"after expiry, in the last {w} s ({where}; threshold {t.expired_leases}): prefill freed "
                      f"their blocks{lease}, and a read after that answers HTTP 200 with garbage. Raise "
                      "spec.kvTransfer.leaseSeconds above decode's read delay, and see why decode reads late "
                      "(RequestsQueueing, KVCacheSaturated on decode: add decode endpoints)", g)

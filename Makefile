@@ -121,6 +121,14 @@ bench-scale: venv tools
 bench-observe: venv
 	$(PY) bench/observe_scale.py
 
+# A 10-minute soak of a healthy deployment on the real control plane with the engine metrics test
+# double: no serving condition may be raised (bench/results/observe-soak.json).
+.PHONY: soak-observe
+soak-observe: venv tools
+	QDD_TEST_CLUSTER=$${QDD_TEST_CLUSTER:-qdd-soak-observe} QDD_OBSERVE_SOAK_SECONDS=$${QDD_OBSERVE_SOAK_SECONDS:-600} \
+	  QDD_OBSERVE_SOAK_RESULT=$(CURDIR)/bench/results/observe-soak.json \
+	  $(PY) -m pytest -q tests/integration/test_observe.py
+
 # KV-transfer preflight between two GPUs of one host, serve on GPU 0 and fetch on GPU 1, NVLink and
 # TCP-only (bench/README.md). Needs two NVLink-connected GPUs, torch and nixl (or nixl wheels in .whl/);
 # in this project's workplace it runs on the lent nvidia-h200-x2 through the device tool.

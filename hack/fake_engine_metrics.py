@@ -17,7 +17,8 @@ vLLM serves. tests/unit/test_fake_engine_metrics.py checks it against the captur
 declared metrics. What it leaves out: everything else vLLM does (no requests are served).
 
 Behaviour per namespace, from ConfigMap ``qdd-simulated-engine-metrics`` (re-read every 2 s):
-``scenario`` (default healthy) and ``pods`` (comma-separated pod names it applies to; default all):
+``scenario`` (default healthy) and ``pods`` (comma-separated pod names it applies to; default all),
+or ``pod.<pod name>`` (that pod's scenario, before the others):
   healthy               steady load: tokens, finished requests, transfers move; nothing fails
   kv-transfer-failing   decode: vllm:nixl_num_failed_transfers grows (1/s per engine)
   lease-expiring        prefill: vllm:nixl_num_kv_expired_reqs grows (0.5/s per engine)
@@ -198,7 +199,8 @@ class Double:
     def metrics(self, namespace: str, role: str, pod: str) -> tuple[int, bytes]:
         want = self._config(namespace)
         targets = [p.strip() for p in want.get("pods", "").split(",") if p.strip()]
-        scenario = want.get("scenario", "healthy") if not targets or pod in targets else "healthy"
+        scenario = want.get(f"pod.{pod}") or (want.get("scenario", "healthy") if not targets or pod in targets
+                                               else "healthy")
         if scenario not in SCENARIOS:
             scenario = "healthy"
         if scenario == "down":

@@ -4,6 +4,7 @@ when, what a pass gets from the cache, and the events of the serving conditions'
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -56,10 +57,8 @@ class Server:
                 self.send_response(status)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                try:
+                with contextlib.suppress(OSError):  # the reader stopped at its byte bound or timeout
                     self.wfile.write(body)
-                except OSError:  # the reader stopped at its byte bound or its timeout
-                    pass
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
         self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}"

@@ -79,6 +79,11 @@ class Deployment:
         return out
 
 
+def _logs(logs: Path, name: str) -> Path:
+    (logs / name).mkdir(parents=True, exist_ok=True)
+    return logs / name
+
+
 def _late(pair: Pair, n: int = 2) -> list[int]:
     """Prefill answered, decode asked 8 s later (the guardrail run's drive)."""
     return [_direct(pair, p, lambda kv: None, 8.0)[0] for p in PROMPTS[:n]]
@@ -92,7 +97,7 @@ def dep() -> Deployment:
 def test_reader_parses_real_engine_metrics_and_the_lease_condition_is_raised_then_cleared(cpu_venv, checkpoint,
                                                                                          logs: Path, dep: Deployment):
     # A KV lease of 2 s (what spec.kvTransfer.leaseSeconds' CEL rule refuses) and decode reading 8 s late.
-    dep.pair = start_pair(cpu_venv, checkpoint, logs / "lease", edit=lease_2s)
+    dep.pair = start_pair(cpu_venv, checkpoint, _logs(logs, "lease"), edit=lease_2s)
     try:
         before = dep.read()
         assert before["KVLeaseExpiring"]["status"] == "False", before
@@ -106,7 +111,7 @@ def test_reader_parses_real_engine_metrics_and_the_lease_condition_is_raised_the
     finally:
         dep.pair.stop()
     # The fix: the lease qdd renders (120 s); the same late reads are now in time.
-    dep.pair = start_pair(cpu_venv, checkpoint, logs / "fixed")
+    dep.pair = start_pair(cpu_venv, checkpoint, _logs(logs, "fixed"))
     try:
         assert _late(dep.pair) == [200, 200]
         conds = dep.settle()
@@ -126,10 +131,10 @@ def test_reader_parses_real_engine_metrics_and_the_lease_condition_is_raised_the
 
 def test_kv_dtype_mismatch_raises_transfer_failing_then_clears(cpu_venv, checkpoint, logs: Path, dep: Deployment):
     dep.events.clear()
-    dep.pair = start_pair(cpu_venv, checkpoint, logs / "dtype", edit=kv_cache_fp8_on_decode)
+    dep.pair = start_pair(cpu_venv, checkpoint, _logs(logs, "dtype"), edit=kv_cache_fp8_on_decode)
     try:
         dep.read()
-        router, _ = start_router(dep.pair, logs / "dtype")
+        router, _ = start_router(dep.pair, _logs(logs, "dtype"))
         with router:
             statuses = [post_json(router.base + "/v1/completions", _body(p), timeout=60)[0] for p in PROMPTS]
         assert statuses == [500] * 4
@@ -139,9 +144,9 @@ def test_kv_dtype_mismatch_raises_transfer_failing_then_clears(cpu_venv, checkpo
         assert ("Warning", "KVTransfersFailing") in [e[:2] for e in dep.events]
     finally:
         dep.pair.stop()
-    dep.pair = start_pair(cpu_venv, checkpoint, logs / "fixed2")
+    dep.pair = start_pair(cpu_venv, checkpoint, _logs(logs, "fixed2"))
     try:
-        router, _ = start_router(dep.pair, logs / "fixed2")
+        router, _ = start_router(dep.pair, _logs(logs, "fixed2"))
         with router:
             assert [post_json(router.base + "/v1/completions", _body(p), timeout=60)[0] for p in PROMPTS] == [200] * 4
         conds = dep.settle()

@@ -79,6 +79,21 @@ class Deployment:
         return out
 
 
+START_TIMEOUT_S = 900.0
+"""Longer than the harness's 300 s: four pairs start one after another on a machine others load."""
+
+
+def _start(venv: Path, model: Path, logs: Path, edit: Any = None) -> Pair:
+    pair = start_pair(venv, model, logs, edit=edit, wait=False)
+    try:
+        for e in (pair.prefill, pair.decode):
+            e.wait_ready(START_TIMEOUT_S)
+    except BaseException:
+        pair.stop()
+        raise
+    return pair
+
+
 def _logs(logs: Path, name: str) -> Path:
     (logs / name).mkdir(parents=True, exist_ok=True)
     return logs / name
@@ -97,7 +112,7 @@ def dep() -> Deployment:
 def test_reader_parses_real_engine_metrics_and_the_lease_condition_is_raised_then_cleared(cpu_venv, checkpoint,
                                                                                          logs: Path, dep: Deployment):
     # A KV lease of 2 s (what spec.kvTransfer.leaseSeconds' CEL rule refuses) and decode reading 8 s late.
-    dep.pair = start_pair(cpu_venv, checkpoint, _logs(logs, "lease"), edit=lease_2s)
+    dep.pair = _start(cpu_venv, checkpoint, _logs(logs, "lease"), edit=lease_2s)
     try:
         before = dep.read()
         assert before["KVLeaseExpiring"]["status"] == "False", before
@@ -111,7 +126,7 @@ def test_reader_parses_real_engine_metrics_and_the_lease_condition_is_raised_the
     finally:
         dep.pair.stop()
     # The fix: the lease qdd renders (120 s); the same late reads are now in time.
-    dep.pair = start_pair(cpu_venv, checkpoint, _logs(logs, "fixed"))
+    dep.pair = _start(cpu_venv, checkpoint, _logs(logs, "fixed"))
     try:
         assert _late(dep.pair) == [200, 200]
         conds = dep.settle()
@@ -131,7 +146,7 @@ def test_reader_parses_real_engine_metrics_and_the_lease_condition_is_raised_the
 
 def test_kv_dtype_mismatch_raises_transfer_failing_then_clears(cpu_venv, checkpoint, logs: Path, dep: Deployment):
     dep.events.clear()
-    dep.pair = start_pair(cpu_venv, checkpoint, _logs(logs, "dtype"), edit=kv_cache_fp8_on_decode)
+    dep.pair = _start(cpu_venv, checkpoint, _logs(logs, "dtype"), edit=kv_cache_fp8_on_decode)
     try:
         dep.read()
         router, _ = start_router(dep.pair, _logs(logs, "dtype"))
@@ -144,7 +159,7 @@ def test_kv_dtype_mismatch_raises_transfer_failing_then_clears(cpu_venv, checkpo
         assert ("Warning", "KVTransfersFailing") in [e[:2] for e in dep.events]
     finally:
         dep.pair.stop()
-    dep.pair = start_pair(cpu_venv, checkpoint, _logs(logs, "fixed2"))
+    dep.pair = _start(cpu_venv, checkpoint, _logs(logs, "fixed2"))
     try:
         router, _ = start_router(dep.pair, _logs(logs, "fixed2"))
         with router:

@@ -5,8 +5,8 @@ bench/results/observe-scale.json. `make bench-observe`.
 The pods: 40 seed deployments (4 × DEP2 prefill + 1 × DEP8 decode each), i.e. 200 HTTP-serving
 engine pods read — 160 prefill pods reporting 2 engines, 40 decode leaders reporting 8 — plus 40
 headless decode workers, which serve no /metrics and cost the reader nothing. Their /metrics are
-served by the engine TEST DOUBLE hack/fake_engine_metrics.py (the text captured from real vLLM
-engines, replicated per engine, values moving) in a SEPARATE process, so that the CPU measured is
+made by the engine TEST DOUBLE hack/fake_engine_metrics.py (the text captured from real vLLM
+engines, replicated per engine; rendered once per pod) and served from a SEPARATE process, so that the CPU measured is
 the operator's alone: the real Observer (8 reader threads, real read_pod: urllib + prometheus-
 client's parser) reads every pod each period; CPU is this process's (time.process_time), memory its
 peak RSS and the reads kept (tracemalloc).
@@ -24,7 +24,6 @@ import subprocess
 import sys
 import time
 import tracemalloc
-import urllib.request
 from pathlib import Path
 
 from qdd.api.observe import ObserveSpec
@@ -36,11 +35,27 @@ OUT = ROOT / "bench" / "results" / "observe-scale.json"
 DEPLOYMENTS, PREFILL = 40, 4
 
 SERVER = r'''
-import sys, threading
+import sys
 sys.path.insert(0, sys.argv[1])
-from http.server import ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import fake_engine_metrics as fem
-server = ThreadingHTTPServer(("127.0.0.1", 0), fem.handler(fem.Double(lambda ns: {})))
+# Each pod's text rendered once by the double (the capture replicated per engine): the server's
+# own cost stays out of the way; the reader parses the same bytes a moving engine would serve.
+double, texts = fem.Double(lambda ns: {}), {}
+for d in range(int(sys.argv[2])):
+    for i in range(int(sys.argv[3])):
+        texts[f"/bench/prefill/d{d}-prefill-{i}/metrics"] = double.metrics("bench", "prefill", f"d{d}-prefill-{i}")[1]
+    texts[f"/bench/decode/d{d}-decode-0-leader/metrics"] = double.metrics("bench", "decode", f"d{d}-decode-0-leader")[1]
+class H(BaseHTTPRequestHandler):
+    def log_message(self, *a):
+        pass
+    def do_GET(self):
+        body = texts[self.path]
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+server = ThreadingHTTPServer(("127.0.0.1", 0), H)
 print(server.server_address[1], flush=True)
 server.serve_forever()
 '''
@@ -65,16 +80,12 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=95)
     ap.add_argument("--period", type=int, default=15)
     args = ap.parse_args()
-    server = subprocess.Popen([sys.executable, "-c", SERVER, str(ROOT / "hack")], stdout=subprocess.PIPE, text=True)
+    server = subprocess.Popen([sys.executable, "-c", SERVER, str(ROOT / "hack"), str(DEPLOYMENTS), str(PREFILL)],
+                              stdout=subprocess.PIPE, text=True)
     try:
         port = int(server.stdout.readline())  # type: ignore[union-attr]
         url = f"http://127.0.0.1:{port}/{{namespace}}/{{role}}/{{pod}}/metrics"
         spec = ObserveSpec.model_validate({"periodSeconds": args.period, "windowSeconds": max(300, 2 * args.period)})
-        # Warm the double (its first answer per pod builds that pod's state).
-        for d in range(DEPLOYMENTS):
-            for p in pods("bench", f"d{d}")[:PREFILL + 1]:
-                role = p["metadata"]["labels"]["qdd.dev/role"]
-                urllib.request.urlopen(url.format(namespace="bench", role=role, pod=p["metadata"]["name"])).read()
         rss0 = rss_mib()
         tracemalloc.start()
         obs = Observer(override=url)
@@ -98,9 +109,13 @@ def main() -> None:
             "pods_read": DEPLOYMENTS * (PREFILL + 1), "engines_read": DEPLOYMENTS * (PREFILL * 2 + 8),
             "headless_workers_not_read": DEPLOYMENTS, "period_s": args.period, "seconds": round(wall, 1),
             "rounds": round(rounds, 2), "reads": reads,
-            "cpu_s_per_period": round(cpu / max(rounds, 1), 3),
-            "cpu_share_of_one_core": round(cpu / wall, 4),
-            "bytes_per_period": int(read_bytes / max(rounds, 1)),
+            # Per read, then times the pods: the machine is shared, so the rounds done in the wall
+            # time vary with its load; the CPU one read takes does not (much).
+            "cpu_ms_per_pod_read": round(cpu * 1000 / max(reads["ok"], 1), 2),
+            "cpu_s_per_period": round(cpu / max(reads["ok"], 1) * DEPLOYMENTS * (PREFILL + 1), 3),
+            "cpu_share_of_one_core_at_the_period": round(cpu / max(reads["ok"], 1) * DEPLOYMENTS * (PREFILL + 1)
+                                                         / args.period, 4),
+            "bytes_per_period": int(read_bytes / max(reads["ok"], 1) * DEPLOYMENTS * (PREFILL + 1)),
             "bytes_per_pod_read": int(read_bytes / max(reads["ok"], 1)),
             "memory_kept_mib": round(kept_mib, 1), "peak_rss_mib_before": round(rss0, 1),
             "peak_rss_mib_after": round(rss_mib(), 1), "judgement_ms_per_deployment": round(judge_ms, 2),

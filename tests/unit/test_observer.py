@@ -85,7 +85,7 @@ def test_read_pod_parses_the_engines_and_keeps_only_the_series_read(server):
     ((500, b"boom", 0.0), Bounds(), "HTTP 500"),
     ((200, vllm_text(engines=40), 0.0), Bounds(max_bytes=2000), "over the read limit: more than 2000 bytes"),
     ((200, vllm_text(engines=40), 0.0), Bounds(max_series=50), "over the read limit: more than 50 series"),
-    ((200, b"not { prometheus", 0.0), Bounds(), "ValueError"),
+    ((200, b"vllm:num_requests_running{engine=\"0\" 1\n", 0.0), Bounds(), "ValueError"),
 ])
 def test_read_pod_is_bounded_and_never_raises(server, reply, bounds, error):
     server.reply = reply

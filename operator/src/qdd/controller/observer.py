@@ -205,6 +205,8 @@ class Observer:
         while True:
             try:
                 self.read_due()
+            except RuntimeError:  # the pool was shut down: the interpreter is exiting
+                return
             except Exception:
                 log.exception("engine metrics observer")
             time.sleep(TICK_S)

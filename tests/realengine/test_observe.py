@@ -32,8 +32,9 @@ from .engines import post_json
 from .guardrails import PROMPTS, _body, _direct, kv_cache_fp8_on_decode, lease_2s
 from .pair import Pair, start_pair, start_router
 
-SPEC = ObserveSpec.model_validate({"periodSeconds": 5, "windowSeconds": 30})
-"""A 30 s window: the read before and the read after two late requests (8 s each) fall in it."""
+SPEC = ObserveSpec.model_validate({"periodSeconds": 5, "windowSeconds": 60})
+"""A 60 s window: the read before and the read after the requests (two late ones take 16 s) fall in
+it, with room for a machine that others load."""
 NS, NAME = "llm", "tiny"
 PODS = {"prefill": f"{NAME}-prefill-0", "decode": f"{NAME}-decode-0"}
 FIXTURE = ROOT / "tests" / "unit" / "data"
@@ -148,9 +149,9 @@ def test_kv_dtype_mismatch_raises_transfer_failing_then_clears(cpu_venv, checkpo
     dep.events.clear()
     dep.pair = _start(cpu_venv, checkpoint, _logs(logs, "dtype"), edit=kv_cache_fp8_on_decode)
     try:
-        dep.read()
         router, _ = start_router(dep.pair, _logs(logs, "dtype"))
         with router:
+            dep.read()  # after the router's start (slow on a loaded machine): the read before the requests
             statuses = [post_json(router.base + "/v1/completions", _body(p), timeout=60)[0] for p in PROMPTS]
         assert statuses == [500] * 4
         raised = dep.read()["KVTransferFailing"]

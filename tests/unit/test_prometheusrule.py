@@ -45,7 +45,7 @@ def test_off_by_default(tmp_path: Path) -> None:
 
 
 def test_one_alert_per_serving_condition_with_exported_series_only(tmp_path: Path) -> None:
-    docs = render(tmp_path, {"monitoring": {"prometheusRule": chart_defaults()}})
+    docs = render(tmp_path, {"monitoring": {"prometheusRule": chart_defaults() | {"enabled": True}}})
     assert [d["kind"] for d in docs] == ["PrometheusRule"]
     rules = docs[0]["spec"]["groups"][0]["rules"]
     assert {r["labels"]["condition"] for r in rules} == set(SERVING_TYPES)
@@ -65,7 +65,7 @@ def test_chart_thresholds_default_to_the_spec_defaults() -> None:
 
 
 def test_a_threshold_value_reaches_the_rule(tmp_path: Path) -> None:
-    values = chart_defaults() | {"window": "10m", "thresholds": chart_defaults()["thresholds"] | {"kvCacheUsage": 0.9}}
+    values = chart_defaults() | {"enabled": True, "window": "10m", "thresholds": chart_defaults()["thresholds"] | {"kvCacheUsage": 0.9}}
     rules = render(tmp_path, {"monitoring": {"prometheusRule": values}})[0]["spec"]["groups"][0]["rules"]
     by = {r["alert"]: r["expr"] for r in rules}
     assert by["QddKVCacheSaturated"].endswith(">= 0.9") and "[10m]" in by["QddKVLeaseExpiring"]

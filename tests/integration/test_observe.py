@@ -79,7 +79,8 @@ def test_healthy_soak_then_each_condition_raised_and_cleared_with_events(kube: K
     wait_ready(kube, name, namespace)
     obj = kube.wait_for(lambda: (o := kube.get("qdd", name, namespace)) and all(
         s == "False" for s, _ in _serving(o).values()) and o["status"].get("serving", {}).get("decode", {}).get(
-        "engines") == 8 and o, timeout=60, interval=1, desc="serving conditions read (all False)")
+        "engines") == 8 and "generationTokensPerSecond" in o["status"]["serving"]["decode"] and o,
+        timeout=60, interval=1, desc="serving conditions read over two periods (all False)")
     serving = obj["status"]["serving"]
     assert (serving["source"], serving["prefill"]["engines"], serving["prefill"]["pods"]) == ("pods", 8, 4)
     assert serving["decode"]["pods"] == 1 and serving["decode"]["running"] == 64

@@ -126,6 +126,20 @@ bench-soak: venv tools
 	QDD_CANARY_URL_OVERRIDE=$$(cat .qdd/clusters/$${QDD_SOAK_CLUSTER:-qdd-soak}/fake-canary-router.url) $(PY) bench/soak.py \
 	  --minutes $${SOAK_MINUTES:-60} --label $${SOAK_LABEL:-run} $${SOAK_OUT:+--out $$SOAK_OUT}
 
+# The engine-metrics reader's cost at 200 engine pods (CPU per period, bytes, memory); no cluster:
+# the pods' /metrics come from the engine test double in another process (bench/observe_scale.py).
+.PHONY: bench-observe
+bench-observe: venv
+	$(PY) bench/observe_scale.py
+
+# A 10-minute soak of a healthy deployment on the real control plane with the engine metrics test
+# double: no serving condition may be raised (bench/results/observe-soak.json).
+.PHONY: soak-observe
+soak-observe: venv tools
+	QDD_TEST_CLUSTER=$${QDD_TEST_CLUSTER:-qdd-soak-observe} QDD_OBSERVE_SOAK_SECONDS=$${QDD_OBSERVE_SOAK_SECONDS:-600} \
+	  QDD_OBSERVE_SOAK_RESULT=$(CURDIR)/bench/results/observe-soak.json \
+	  $(PY) -m pytest -q tests/integration/test_observe.py
+
 # KV-transfer preflight between two GPUs of one host, serve on GPU 0 and fetch on GPU 1, NVLink and
 # TCP-only (bench/README.md). Needs two NVLink-connected GPUs, torch and nixl (or nixl wheels in .whl/);
 # in this project's workplace it runs on the lent nvidia-h200-x2 through the device tool.

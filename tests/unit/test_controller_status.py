@@ -532,8 +532,21 @@ def test_scale_replicas_of_multi_pod_prefill_endpoints():
     assert status_of(cr, obs)["replicas"] == 1
 
 
+def _serving() -> dict[str, Any]:
+    """status.serving of a decode leader read twice, 15 s apart, with tokens and a TTFT observed."""
+    from qdd.api.observe import ObserveThresholds
+    from qdd.observe import EngineRead, Histogram, PodRead, judge
+    from qdd.observe.status import serving_status
+
+    def read(t: float, n: float) -> PodRead:
+        ttft = Histogram(((0.1, n), (float("inf"), n)), 0.05 * n, n)
+        return PodRead("d", "decode", 0, t, (EngineRead("0", running=3, generation_tokens=10 * n, ttft=ttft),))
+    return serving_status(judge({"d": [read(0, 0), read(15, 4)]}, ObserveThresholds(), 300, 15), "pods", 300, "t")
+
+
 def test_printer_columns_read_fields_the_status_has():
-    st = status_of(SEED, STEADY)
+    # status.serving is added to what compute_status makes by qdd.controller.serving.add_serving.
+    st = dict(status_of(SEED, STEADY), serving=_serving())
     for col in VERSION["additionalPrinterColumns"]:
         path = col["jsonPath"]
         if not path.startswith(".status."):

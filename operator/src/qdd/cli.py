@@ -313,6 +313,7 @@ def cmd_run(args: argparse.Namespace) -> None:
     run(namespaces=args.namespace, metrics_port=args.metrics_port, liveness_port=args.liveness_port,
         resync_seconds=args.resync_seconds, peering=args.peering, priority=args.priority,
         peering_lifetime=args.peering_lifetime, peer_restart_window=args.peer_restart_window,
+        prometheus_url=args.prometheus_url,
         watch=WatchTimeouts(args.watch_server_timeout, args.watch_client_timeout, args.watch_inactivity_timeout))
 
 
@@ -391,6 +392,9 @@ def parser() -> argparse.ArgumentParser:
     o.add_argument("--peer-restart-window", type=float, default=30.0, metavar="SECONDS",
                    help="seconds with every prefill pod back and Ready and none replaced before decode is recycled "
                         "once for a burst of prefill replacements (default 30; docs/reliability.md#peer-restarts)")
+    o.add_argument("--prometheus-url", metavar="URL",
+                   help="read engine metrics from this Prometheus for deployments without spec.observe.prometheus "
+                        "(default: $QDD_PROMETHEUS_URL, else each engine pod's /metrics; docs/observability.md)")
     o.add_argument("--peering", metavar="NAME",
                    help="run as one of several replicas: kopf peering through the kopf.dev peering object NAME "
                         "(mandatory; the replica of highest priority reconciles). Default: standalone")

@@ -55,6 +55,14 @@ def _canary_mismatch(status: str) -> ReasonDoc:
                      "change of answer (new model): set or update spec.validation.canary.expected (docs/canary.md)")
 
 
+_SERVING = (" From the engines' own metrics (spec.observe; docs/observability.md), over spec.observe.windowSeconds: "
+            "True names the cause, and it clears once a whole window passes without it; a Warning event when raised, "
+            "a Normal one when cleared. Absent when spec.observe.enabled is false.")
+_no_metrics = ReasonDoc(R.NO_ENGINE_METRICS, "Unknown", "no engine's metrics could be read yet (pods starting, or "
+                        "status.serving.errors says why: refused, timeout, over the read limit, Prometheus)",
+                        "wait for the pods; if it lasts, check that the operator reaches the pods' HTTP port (network "
+                        "policy) or the Prometheus of spec.observe.prometheus")
+
 DEPLOYMENT = "QwenDisaggDeployment"
 BENCHMARK = B.KIND
 
@@ -227,6 +235,52 @@ CONDITIONS: tuple[ConditionDoc, ...] = (
                                "is recreated elsewhere", "run two or more endpoints of the role to serve through "
                                "drains"),
                  )),
+    *(ConditionDoc(t, DEPLOYMENT, means + _SERVING, (_no_metrics, *reasons)) for t, means, reasons in (
+        (C.KV_TRANSFER_FAILING, "NIXL KV transfers failed (vllm:nixl_num_failed_transfers on decode, which counts "
+         "failed handshakes and notifications too), more than spec.observe.thresholds.failedTransfers in the window.", (
+             ReasonDoc(R.NO_FAILED_TRANSFERS, "False", "no failure in the window; the message counts the transfers "
+                       "done", "-"),
+             ReasonDoc(R.KV_TRANSFERS_FAILING, "True", "transfers failed; the message names the pods and engines and "
+                       "counts. With kv_load_failure_policy fail (qdd's) each is a request answered HTTP 500; a "
+                       "mismatch between the roles (KV cache dtype, GDN state dtype, block size, model), an "
+                       "unreachable side channel or a restarted prefill are the usual causes",
+                       "check that both roles run one generation and the KV-transfer preflight; read the decode "
+                       "pods' logs (NIXL); `qdd plan` shows the dtypes both roles run (docs/observability.md)"),
+         )),
+        (C.KV_LEASE_EXPIRING, "Prefill freed a request's KV blocks before decode read them "
+         "(vllm:nixl_num_kv_expired_reqs, vllm:nixl_num_notifications_after_expiry on prefill), more than "
+         "spec.observe.thresholds.expiredLeases in the window.", (
+             ReasonDoc(R.LEASES_HELD, "False", "no lease expired in the window", "-"),
+             ReasonDoc(R.KV_LEASE_EXPIRED, "True", "leases expired: decode read (or would read) freed blocks, "
+                       "which answers HTTP 200 with garbage (vLLM 0.33 only logs and counts it)",
+                       "raise spec.kvTransfer.leaseSeconds above decode's read delay; find why decode reads late "
+                       "(RequestsQueueing or KVCacheSaturated on decode: add decode endpoints)"),
+         )),
+        (C.KV_CACHE_SATURATED, "An engine's KV cache stayed at or above spec.observe.thresholds.kvCacheUsage "
+         "(vllm:kv_cache_usage_perc) for the whole window, or engines preempted requests (vllm:num_preemptions).", (
+             ReasonDoc(R.KV_CACHE_AVAILABLE, "False", "room in every cache; the message has the highest usage", "-"),
+             ReasonDoc(R.KV_CACHE_FULL, "True", "a cache stayed full: new requests wait, running ones get "
+                       "preempted", "add endpoints of that role, lower spec.workload.concurrency or give the cache "
+                       "more memory (tuning.gpuMemoryUtilization)"),
+             ReasonDoc(R.PREEMPTING, "True", "requests were preempted: each recomputes its prefill on the engine "
+                       "that preempted it", "as KVCacheFull"),
+         )),
+        (C.REQUESTS_QUEUEING, "An engine's queue (vllm:num_requests_waiting) stayed above "
+         "spec.observe.thresholds.waitingPerEngine at every read of the window, while /health stays green.", (
+             ReasonDoc(R.QUEUE_WITHIN_BOUND, "False", "every queue drained below the bound in the window", "-"),
+             ReasonDoc(R.QUEUE_BEYOND_BOUND, "True", "load beyond the role's capacity; the message names the "
+                       "engines", "add endpoints of that role (prefill: `kubectl scale qdd/NAME --replicas=N`) or "
+                       "lower the offered load"),
+         )),
+        (C.ENGINE_STALLED, "An engine core (one DP rank) with requests running made no token "
+         "(vllm:prompt_tokens + vllm:generation_tokens unchanged) for spec.observe.thresholds.stallSeconds while "
+         "another engine of its role did.", (
+             ReasonDoc(R.ALL_ENGINES_PROGRESSING, "False", "every engine with requests running made tokens", "-"),
+             ReasonDoc(R.ENGINE_NOT_PROGRESSING, "True", "a hung rank: it holds its requests and, in a DP/EP group, "
+                       "its peers' collectives", "read that pod's log; deleting the pod makes qdd recreate its "
+                       "whole group"),
+         )),
+    )),
     ConditionDoc(B.COMPLETE, BENCHMARK, "Every run of the benchmark (sweep points, accuracy repeats) finished and its "
                  "result is recorded (status, ConfigMap `NAME-results`).", (
                      ReasonDoc("Completed", "True", "done; the message counts the sweep points and the GSM8K mean", "-"),

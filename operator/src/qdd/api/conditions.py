@@ -28,8 +28,22 @@ DISRUPTION_PROTECTED = "DisruptionProtected"
 """Every role has a PodDisruptionBudget (two or more endpoints); False names the role a drain stops
 (a budget for a single endpoint would wedge every drain of its nodes instead)."""
 
+KV_TRANSFER_FAILING = "KVTransferFailing"
+"""Serving conditions (qdd.observe.judge), from the engines' own metrics over spec.observe.windowSeconds;
+abnormal-true, as a node's MemoryPressure: True names the cause, False is healthy, Unknown is
+unread. NIXL transfers or notifications failed (decode answered HTTP 500, or recomputed)."""
+KV_LEASE_EXPIRING = "KVLeaseExpiring"
+"""Prefill freed a request's KV blocks before decode read them (vllm:nixl_num_kv_expired_reqs)."""
+KV_CACHE_SATURATED = "KVCacheSaturated"
+"""An engine's KV cache stayed full over the window, or engines preempted requests."""
+REQUESTS_QUEUEING = "RequestsQueueing"
+"""An engine's waiting queue never drained below the bound over the window."""
+ENGINE_STALLED = "EngineStalled"
+"""An engine core (a DP rank) with requests running made no token while its peers did."""
+SERVING_TYPES = (KV_TRANSFER_FAILING, KV_LEASE_EXPIRING, KV_CACHE_SATURATED, REQUESTS_QUEUEING, ENGINE_STALLED)
+
 TYPES = (READY, PROGRESSING, DEGRADED, RECONCILING, STALLED, PLAN_VALID, COMPUTE_DOMAIN_READY, KV_TRANSFER_READY,
-         PLACED, CANARY_PASSED, DISRUPTION_PROTECTED)
+         PLACED, CANARY_PASSED, DISRUPTION_PROTECTED, *SERVING_TYPES)
 """Every condition a status carries, in the order they are written."""
 
 
@@ -76,3 +90,16 @@ class Reason:
     CANARY_PENDING = "CanaryPending"
     CANARY_DISABLED = "CanaryDisabled"
     CANARY_NO_ROUTER = "NoRouter"
+    NO_ENGINE_METRICS = "NoEngineMetrics"
+    """A serving condition is Unknown: no engine's metrics could be read (status.serving.errors says why)."""
+    KV_TRANSFERS_FAILING = "KVTransfersFailing"
+    NO_FAILED_TRANSFERS = "NoFailedTransfers"
+    KV_LEASE_EXPIRED = "KVLeaseExpired"
+    LEASES_HELD = "LeasesHeld"
+    KV_CACHE_FULL = "KVCacheFull"
+    PREEMPTING = "Preempting"
+    KV_CACHE_AVAILABLE = "KVCacheAvailable"
+    QUEUE_BEYOND_BOUND = "QueueBeyondBound"
+    QUEUE_WITHIN_BOUND = "QueueWithinBound"
+    ENGINE_NOT_PROGRESSING = "EngineNotProgressing"
+    ALL_ENGINES_PROGRESSING = "AllEnginesProgressing"

@@ -181,6 +181,15 @@ PRINTER_COLUMNS = [
            "<generation>/<slot> the router sends traffic to (docs/rollouts.md).", priority=1),
     column("Rollout", "string", ".status.rollout.phase", "Stable, Surging, Switching, Superseding or Recreating.",
            priority=1),
+    column("Running", "integer", ".status.serving.decode.running", "Requests running on decode (the engines' own "
+           "vllm:num_requests_running; docs/observability.md).", priority=1),
+    column("Waiting", "integer", ".status.serving.waiting", "Requests waiting on prefill and decode.", priority=1),
+    column("KV-Cache", "number", ".status.serving.decode.kvCacheUsage", "Highest KV-cache usage of a decode engine, "
+           "0..1.", priority=1),
+    column("Tokens/s", "number", ".status.serving.decode.generationTokensPerSecond", "Tokens generated per second "
+           "over spec.observe.windowSeconds.", priority=1),
+    column("TTFT-p90", "number", ".status.serving.decode.ttftSeconds.p90", "90th percentile time to first token on "
+           "decode (KV transfer included), seconds.", priority=1),
     AGE_COLUMN,
 ]
 

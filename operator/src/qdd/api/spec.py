@@ -18,6 +18,7 @@ from .rules import (ARCHITECTURE_RULES, CLUSTER_PLACEMENT_RULES, NODE_LOSS_TAINT
 from .types import (ALL2ALL, ARCH_NAME, ENV_NAME, FIELD_PATH, HOST, IDENTIFIER, MAX_CONCURRENCY, MAX_TOKENS,
                     MODEL_PATH, REVISION, SECRET_KEY, SERVED_NAME, SUB_PATH, UCX_TLS, VERSION, EnvValue, ExtraArg, Image,
                     LabelKey, LabelValue, ObjectName, Quantity)
+from .observe import ObserveSpec
 from .validation import ValidationSpec
 
 NixlBackend = Literal["UCX", "LIBFABRIC", "GDS", "MOONCAKE"]
@@ -416,3 +417,4 @@ class QwenDisaggDeploymentSpec(ApiModel):
     router: RouterSpec = Field(default_factory=RouterSpec, json_schema_extra={"default": {}}, description="The P/D router in front.")
     rollout: RolloutSpec = Field(default_factory=RolloutSpec, json_schema_extra={"default": {}}, description="How a change of generation is rolled out.")
     validation: ValidationSpec = Field(default_factory=ValidationSpec, json_schema_extra={"default": {}}, description="Checks of the serving path the operator runs (the canary).")
+    observe: ObserveSpec = Field(default_factory=ObserveSpec, json_schema_extra={"default": {}}, description="How the operator reads the engines' own metrics into status.serving and the serving conditions (docs/observability.md).")

@@ -83,6 +83,42 @@ class CanaryStatus(ApiModel):
     message: str | None = Field(None, description="Why the last check failed.")
 
 
+class Percentiles(ApiModel):
+    p50: float | None = Field(None, description="Median over the window, seconds (linear within vLLM's histogram bucket, as PromQL histogram_quantile).")
+    p90: float | None = Field(None, description="90th percentile over the window, seconds.")
+    p99: float | None = Field(None, description="99th percentile over the window, seconds.")
+
+
+class ServingRole(ApiModel):
+    """One role's engines, as their own metrics say (qdd.observe.model.RoleServing)."""
+
+    engines: int = Field(0, description="Engine cores (vLLM's `engine` label: one per DP rank) whose metrics were read.")
+    pods: int = Field(0, description="HTTP-serving pods read (a decode group's leader reports every rank of its group).")
+    running: int = Field(0, description="Requests running, all engines (vllm:num_requests_running).")
+    waiting: int = Field(0, description="Requests waiting, all engines (vllm:num_requests_waiting).")
+    kv_cache_usage: float | None = Field(None, description="Highest KV-cache usage of one engine, 0..1 (vllm:kv_cache_usage_perc).")
+    kv_cache_usage_mean: float | None = Field(None, description="Mean KV-cache usage over the engines, 0..1.")
+    prompt_tokens_per_second: float | None = Field(None, description="Prompt tokens processed per second over the window (vllm:prompt_tokens).")
+    generation_tokens_per_second: float | None = Field(None, description="Tokens generated per second over the window (vllm:generation_tokens).")
+    requests_per_second: float | None = Field(None, description="Requests finished per second over the window (vllm:request_success).")
+    ttft_seconds: Percentiles | None = Field(None, description="Time to first token as this role's engines measure it (vllm:time_to_first_token_seconds): on prefill, the prefill; on decode, arrival to first token, the KV transfer included.")
+    itl_seconds: Percentiles | None = Field(None, description="Inter-token latency (vllm:inter_token_latency_seconds).")
+    tpot_seconds: Percentiles | None = Field(None, description="Time per output token of each request (vllm:request_time_per_output_token_seconds).")
+    preemptions: int = Field(0, description="Requests preempted in the window (vllm:num_preemptions).")
+    failed_transfers: int = Field(0, description="NIXL transfers and notifications that failed in the window.")
+    expired_leases: int = Field(0, description="Requests whose KV lease expired, or read after it, in the window.")
+
+
+class ServingStatus(ApiModel):
+    observed_time: str | None = Field(None, description="RFC 3339 time of the newest read.")
+    source: str | None = Field(None, description="pods (each pod's /metrics) or the Prometheus URL read.")
+    window_seconds: int | None = Field(None, description="Seconds of reads the numbers cover.")
+    prefill: ServingRole | None = Field(None, description="Prefill engines.")
+    decode: ServingRole | None = Field(None, description="Decode engines.")
+    waiting: int | None = Field(None, description="Requests waiting on both roles (the kubectl get -o wide column).")
+    errors: list[str] = Field(default_factory=list, description="Pods whose metrics could not be read at the last read, and why (at most 8).")
+
+
 class QwenDisaggDeploymentStatus(ApiModel):
     observed_generation: int | None = Field(None, description="metadata.generation of the spec the status describes.")
     conditions: list[Condition] = Field(default_factory=list, description=", ".join(conditions.TYPES) + ".")
@@ -102,4 +138,5 @@ class QwenDisaggDeploymentStatus(ApiModel):
     rollout: RolloutStatus | None = Field(None, description="Which generation is current and which one serves.")
     progress: ProgressStatus | None = Field(None, description="The last progress seen (spec.rollout.progressDeadlineSeconds, Stalled).")
     peer_restart_pending: PeerRestartPending | None = Field(None, description="A burst of prefill replacements whose one decode recycle is still to come (every prefill pod back and Ready, none replaced for 30 s).")
+    serving: ServingStatus | None = Field(None, description="What the engines report about serving, from their own metrics (spec.observe, docs/observability.md).")
     peer_restart: str | None = Field(None, description="Why decode groups were recycled after a prefill pod was replaced (their NIXL state of the old engine); cleared when decode is all Ready again.")

@@ -15,6 +15,7 @@ from .benchmark import BenchmarkReconciler
 from .handlers import register
 from .kube import Kube
 from .peers import BURST_WINDOW_S
+from .observer import Observer
 from .peering import DEFAULT_LIFETIME_SECONDS, Leadership, default_priority, identity
 from .reconcile import Reconciler
 from .watching import WatchTimeouts
@@ -23,12 +24,14 @@ from .watching import WatchTimeouts
 def run(namespaces: list[str] | None, metrics_port: int, liveness_port: int, resync_seconds: float,
         peering: str | None = None, priority: int | None = None,
         peering_lifetime: int = DEFAULT_LIFETIME_SECONDS, watch: WatchTimeouts | None = None,
-        peer_restart_window: float = BURST_WINDOW_S) -> None:
+        peer_restart_window: float = BURST_WINDOW_S, prometheus_url: str | None = None) -> None:
     """Run the operator. ``peering``: the name of kopf's peering object shared by the replicas
     (mandatory peering; None: standalone, one replica). ``priority``: this replica's (default: from
     its identity, controller.peering.default_priority). ``watch``: kopf's watch-stream timeouts
     (controller.watching; None: its defaults). ``peer_restart_window``: seconds a burst of prefill
-    replacements must have settled before decode's one recycle (controller.peers)."""
+    replacements must have settled before decode's one recycle (controller.peers). ``prometheus_url``:
+    where engine metrics are read for deployments without spec.observe.prometheus (None:
+    $QDD_PROMETHEUS_URL, else each pod's /metrics)."""
     logging.basicConfig(level=os.environ.get("QDD_LOG_LEVEL", "INFO"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # Per-event handler success lines from kopf drown the useful ones; keep its warnings.
@@ -36,7 +39,8 @@ def run(namespaces: list[str] | None, metrics_port: int, liveness_port: int, res
     start_http_server(metrics_port)
     diagnostics.install()
     if peering is None:
-        register(lambda: Reconciler(Kube(), namespaces, peer_window_s=peer_restart_window), resync_seconds, watch=watch)
+        register(lambda: Reconciler(Kube(), namespaces, peer_window_s=peer_restart_window,
+                                    observer=Observer(prometheus=prometheus_url)), resync_seconds, watch=watch)
         register_benchmarks(lambda: BenchmarkReconciler(Kube(), namespaces), resync_seconds)
         kopf.run(standalone=True, namespaces=namespaces or (), clusterwide=not namespaces,
                  liveness_endpoint=f"http://0.0.0.0:{liveness_port}/healthz")
@@ -57,7 +61,8 @@ def run(namespaces: list[str] | None, metrics_port: int, liveness_port: int, res
 
     leader = Leadership(read_peering, me, prio)
     logging.getLogger("qdd.peering").info("peering %s as %s with priority %d", peering, me, prio)
-    register(lambda: Reconciler(Kube(), namespaces, peer_window_s=peer_restart_window), resync_seconds, leader=leader,
+    register(lambda: Reconciler(Kube(), namespaces, peer_window_s=peer_restart_window,
+                                observer=Observer(prometheus=prometheus_url)), resync_seconds, leader=leader,
              peering_lifetime=peering_lifetime,
              watch=watch)
     register_benchmarks(lambda: BenchmarkReconciler(Kube(), namespaces), resync_seconds, leader=leader)

@@ -26,3 +26,11 @@ TRIGGERS = Counter("qdd_reconcile_triggers_total",
                    "What asked for a reconcile: resync, takeover (this replica started to act, peering), spec "
                    "(create/update/resume of the custom resource) or child (a watch event of a child, by kind and event "
                    "type).", ["cause", "kind", "event"])
+ENGINE_READS = Counter("qdd_engine_metrics_reads_total", "Reads of engine pods' metrics (spec.observe), by result: "
+                       "ok, error (refused, timeout, HTTP error) or limit (over the bytes or series bound).", ["result"])
+ENGINE_READ_BYTES = Counter("qdd_engine_metrics_read_bytes_total", "Bytes of engine metrics read.")
+ENGINE_READ_SECONDS = Histogram("qdd_engine_metrics_read_seconds", "Wall time of one pod's read, parse included.",
+                                buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5))
+SERVING_CONDITION = Gauge("qdd_serving_condition", "1 while a serving condition (KVTransferFailing, KVLeaseExpiring, "
+                          "KVCacheSaturated, RequestsQueueing, EngineStalled) is True, else 0; by deployment.",
+                          ["namespace", "name", "condition"])

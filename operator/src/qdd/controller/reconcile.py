@@ -31,6 +31,7 @@ from .canary import CanaryChecker
 from .children import diff, key, with_owner
 from .groups import group_states, groups_to_delete, pods_to_create
 from .kube import Kube
+from .observer import Observer
 from .rollout import (Rollout, decide, legacy_generation, pods_to_label, recorded_serving, router_settled, slot_of,
                       switched)
 from .peers import BURST_WINDOW_S, burst, prefill_pod_uids, replaced, settled, stale_decode_groups
@@ -38,6 +39,7 @@ from .rendercache import RenderCache
 from .events import transition_events
 from .stall import seconds_to_check
 from .status_inputs import Inputs, status_inputs
+from .serving import add_serving, serving_events
 from .status import Observed, compute_status, ready_ignoring_rollout, rollout_status, status_patch
 
 log = logging.getLogger("qdd.reconcile")
@@ -106,14 +108,19 @@ class _Steps:
 
 class Reconciler:
     def __init__(self, kube: Kube, namespaces: list[str] | None = None, gang: bool | None = None,
-                 canary: CanaryChecker | None = None, peer_window_s: float = BURST_WINDOW_S):
+                 canary: CanaryChecker | None = None, peer_window_s: float = BURST_WINDOW_S,
+                 observer: Observer | None = None):
         """``gang``: place through the Workload API (PodGroups); None asks the cluster's discovery
         once, here (:meth:`Kube.serves_workload_api`). ``canary``: sends the serving canary
-        (default: to the router Services)."""
+        (default: to the router Services). ``observer``: reads the engines' metrics (default: one
+        without threads, which reads nothing: ``qdd run`` passes a running one)."""
         self.kube = kube
         self.canary = canary or CanaryChecker()
         if self.canary.notify is None:  # an answer that came in is judged by one more pass
             self.canary.notify = self.reconcile
+        self.observer = observer or Observer(workers=0)
+        if self.observer.notify is None:  # a serving condition that changed is written by one more pass
+            self.observer.notify = self.reconcile
         self.namespaces = namespaces or []
         self.gang = kube.serves_workload_api() if gang is None else gang
         log.info("placement: %s", "gang scheduling through the Workload API (scheduling.k8s.io/v1alpha2 PodGroup)"
@@ -155,6 +162,7 @@ class Reconciler:
         self.managed.discard((namespace, name))
         self.canary.forget(namespace, name)
         _RENDERED.forget((namespace, name))
+        self.observer.forget(namespace, name)
         metrics.MANAGED.set(len(self.managed))
         for role in ("prefill", "decode"):
             for g in (metrics.READY_ENDPOINTS, metrics.DESIRED_ENDPOINTS):
@@ -361,9 +369,11 @@ class Reconciler:
         """The status computed from what is observed (not written); ``canary``: its state, None for
         the status without it (qdd.controller.canary); ``inputs``: :meth:`_inputs`, when already known."""
         cd_ready, kv, placed_now, cd_verdict = inputs if inputs is not None else self._inputs(plan, desired, observed)
-        return compute_status(cr, plan, errors or [], Observed({key(o): o for o in observed}, states), _now(), cd_ready,
-                              kv, peer_restart, placed_now, rollout_status(rollout) if rollout is not None else None,
-                              canary, peer_pending, compute_domain=cd_verdict)
+        now = _now()
+        status = compute_status(cr, plan, errors or [], Observed({key(o): o for o in observed}, states), now, cd_ready,
+                                kv, peer_restart, placed_now, rollout_status(rollout) if rollout is not None else None,
+                                canary, peer_pending, compute_domain=cd_verdict)
+        return add_serving(status, cr, plan, observed, self.observer, now)
 
     def _status(self, cr: dict[str, Any], plan: Plan | None, errors: list[str], desired: list[dict[str, Any]],
                 observed: list[dict[str, Any]], states: list[Any], peer_restart: str | None = None,
@@ -392,5 +402,5 @@ class Reconciler:
         return status
 
     def _events(self, cr: dict[str, Any], old: dict[str, Any], new: dict[str, Any]) -> None:
-        for type_, reason, message in transition_events(old, new):
+        for type_, reason, message in transition_events(old, new) + serving_events(old, new):
             self.kube.event(cr, type_, reason, message)

@@ -1,0 +1,170 @@
+"""Reading engine metrics: one pod's ``/metrics``, or many pods' series from a Prometheus.
+
+Every read is bounded: ``timeout_s`` (connect to last byte), ``max_bytes`` (what is read of the
+body; beyond it the read is refused as over the limit, not truncated and half-parsed) and
+``max_series`` (samples parsed). Parsing is prometheus-client's own text parser
+(``prometheus_client.parser.text_string_to_metric_families``); only the series qdd reads
+(qdd.observe.metrics) are kept. Used from the observer's threads (qdd.controller.observer), never
+inside a reconcile pass.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections import defaultdict
+from dataclasses import dataclass
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from ..observe import PodRead, engines_of
+from ..observe.extract import Sample
+from ..observe.metrics import EXPOSED, PREFIX_REGEX
+from . import metrics
+
+DEFAULT_TIMEOUT_S = 2.0
+"""A vLLM API server answers /metrics in milliseconds; 2 s is a hung or overloaded one."""
+DEFAULT_MAX_BYTES = 4 << 20
+"""4 MiB per pod: a DEP8 leader's /metrics (8 engines × every vLLM 0.33 histogram) is about
+0.4 MiB (bench/results/observe-scale.json); ten times that is not an engine."""
+DEFAULT_MAX_SERIES = 50_000
+"""Samples parsed per pod: a DEP8 leader exposes about 3,000."""
+
+
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+"""No proxy: pod IPs and in-cluster Services are reached directly, whatever HTTP_PROXY the
+operator's environment has (as the canary's client, qdd.canary.client)."""
+
+
+class OverLimit(Exception):
+    """A read beyond its bytes or series bound."""
+
+
+@dataclass(frozen=True)
+class Bounds:
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    max_bytes: int = DEFAULT_MAX_BYTES
+    max_series: int = DEFAULT_MAX_SERIES
+
+
+DEFAULT_BOUNDS = Bounds()
+
+
+def _get(url: str, b: Bounds, accept: str = "text/plain") -> bytes:
+    req = urllib.request.Request(url, headers={"Accept": accept, "User-Agent": "qdd-operator"})
+    with _OPENER.open(req, timeout=b.timeout_s) as resp:
+        body: bytes = resp.read(b.max_bytes + 1)
+    if len(body) > b.max_bytes:
+        raise OverLimit(f"more than {b.max_bytes} bytes")
+    return body
+
+
+_FAMILIES = frozenset(EXPOSED) | frozenset(n.removesuffix("_total") for n in EXPOSED)
+"""Names a ``# HELP``/``# TYPE`` line of a family qdd reads may carry (counters with and without _total)."""
+
+
+def _wanted(text: str, max_series: int) -> tuple[str, int]:
+    """(the lines of the families qdd reads, every sample line counted); OverLimit beyond
+    ``max_series``. A sample's name ends at ``{`` or the first space; a family's metadata line names
+    it third. The other families never reach the parser: a DEP8 leader's body is 3,600 lines, of
+    which qdd reads a quarter, and parsing is the reader's main cost (bench/results/observe-scale.json)."""
+    kept, n = [], 0
+    for line in text.splitlines():
+        if not line:
+            continue
+        if line[0] == "#":
+            parts = line.split(" ", 3)
+            if len(parts) > 2 and parts[2] in _FAMILIES:
+                kept.append(line)
+            continue
+        n += 1
+        if n > max_series:
+            raise OverLimit(f"more than {max_series} series")
+        end = line.find("{")
+        name = line[:end] if end >= 0 else line.split(" ", 1)[0]
+        if name in EXPOSED:
+            kept.append(line)
+    return "\n".join(kept) + "\n", n
+
+
+def parse_text(text: str, max_series: int = DEFAULT_MAX_SERIES) -> tuple[list[Sample], int]:
+    """(the samples qdd reads, every sample line of the body) of a Prometheus text exposition,
+    parsed by prometheus-client's parser; OverLimit beyond ``max_series`` samples."""
+    wanted, n = _wanted(text, max_series)
+    kept: list[Sample] = []
+    for fam in text_string_to_metric_families(wanted):
+        for s in fam.samples:
+            if s.name in EXPOSED:
+                kept.append((s.name, s.labels, float(s.value)))
+    return kept, n
+
+
+def _error(e: BaseException) -> str:
+    if isinstance(e, urllib.error.HTTPError):
+        return f"HTTP {e.code}"
+    if isinstance(e, urllib.error.URLError):
+        return f"unreachable: {e.reason}"
+    return f"{type(e).__name__}: {str(e)[:200]}"
+
+
+def read_pod(url: str, pod: str, role: str, endpoint: int, bounds: Bounds = DEFAULT_BOUNDS) -> PodRead:
+    """One bounded read of one pod's /metrics; never raises (a failure is the read's ``error``)."""
+    t0, now = time.perf_counter(), time.time()
+    result = "ok"
+    try:
+        body = _get(url, bounds)
+        samples, n = parse_text(body.decode("utf-8", "replace"), bounds.max_series)
+        metrics.ENGINE_READ_BYTES.inc(len(body))
+        return PodRead(pod, role, endpoint, now, engines_of(samples), None, len(body), n)
+    except OverLimit as e:
+        result = "limit"
+        return PodRead(pod, role, endpoint, now, error=f"over the read limit: {e}")
+    except Exception as e:  # noqa: BLE001 — refused, timeout, HTTP error, a body that does not parse
+        result = "error"
+        return PodRead(pod, role, endpoint, now, error=_error(e))
+    finally:
+        metrics.ENGINE_READS.labels(result).inc()
+        metrics.ENGINE_READ_SECONDS.observe(time.perf_counter() - t0)
+
+
+def prometheus_query(namespace: str, pods: list[str]) -> str:
+    """The instant query for exactly the series qdd reads of ``pods`` (regex-quoted names)."""
+    names = "|".join(p.replace(".", "\\\\.") for p in sorted(pods))
+    return f'{{__name__=~"{PREFIX_REGEX}",namespace="{namespace}",pod=~"{names}"}}'
+
+
+def read_prometheus(base: str, namespace: str, targets: dict[str, tuple[str, int]],
+                    bounds: Bounds = DEFAULT_BOUNDS) -> dict[str, PodRead]:
+    """One instant query of a Prometheus for every pod in ``targets`` (pod -> (role, endpoint));
+    a pod without series reads as an error. Never raises."""
+    now = time.time()
+    t0 = time.perf_counter()
+    url = base.rstrip("/") + "/api/v1/query?" + urllib.parse.urlencode(
+        {"query": prometheus_query(namespace, list(targets))})
+    try:
+        body = _get(url, Bounds(bounds.timeout_s, bounds.max_bytes * max(1, len(targets)),
+                                bounds.max_series * max(1, len(targets))), accept="application/json")
+        data = json.loads(body)
+        if data.get("status") != "success":
+            raise ValueError(f"Prometheus answered {data.get('errorType')}: {data.get('error')}")
+        per_pod: dict[str, list[Sample]] = defaultdict(list)
+        for item in data["data"]["result"]:
+            m = dict(item["metric"])
+            per_pod[m.get("pod", "")].append((m.pop("__name__", ""), m, float(item["value"][1])))
+        metrics.ENGINE_READS.labels("ok").inc()
+        metrics.ENGINE_READ_BYTES.inc(len(body))
+    except Exception as e:  # noqa: BLE001
+        metrics.ENGINE_READS.labels("error").inc()
+        why = f"Prometheus {base}: {_error(e)}"
+        return {p: PodRead(p, r, ep, now, error=why) for p, (r, ep) in targets.items()}
+    finally:
+        metrics.ENGINE_READ_SECONDS.observe(time.perf_counter() - t0)
+    out = {}
+    for pod, (role, endpoint) in targets.items():
+        s = per_pod.get(pod)
+        out[pod] = (PodRead(pod, role, endpoint, now, engines_of(s), None, 0, len(s)) if s else
+                    PodRead(pod, role, endpoint, now, error=f"Prometheus {base} has no vLLM series of this pod"))
+    return out

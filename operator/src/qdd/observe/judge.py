@@ -1,0 +1,177 @@
+"""A window of reads → ``status.serving`` and the five serving conditions (pure).
+
+Each condition is abnormal-true (as a node's MemoryPressure): True names its cause with the pods
+and engines it saw and what to do; False is healthy; Unknown (NoEngineMetrics) when no engine
+could be read. A condition counts its cause over spec.observe.windowSeconds, so it clears by
+itself once a whole window passes without it. The thresholds and their sources:
+qdd.api.observe.ObserveThresholds and docs/observability.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..api import conditions as C
+from ..api.conditions import Reason as R
+from ..api.observe import ObserveThresholds
+from .facts import ROLES, engine_facts, role_serving, series
+from .model import EngineFacts, PodRead, RoleServing
+from .window import increase
+
+CONDITION_TYPES = C.SERVING_TYPES
+NAMED = 4
+"""Pods or engines named in a message at most (the rest are counted)."""
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """``roles``: prefill and decode facts; ``engines``: per engine core; ``conditions``: the five
+    serving conditions (dicts as metav1.Condition, without lastTransitionTime); ``errors``: pods
+    whose newest read failed, and why."""
+
+    roles: dict[str, RoleServing]
+    engines: list[EngineFacts]
+    conditions: list[dict[str, Any]]
+    errors: list[str] = field(default_factory=list)
+
+
+def _cond(ctype: str, ok: bool | None, reason: str, message: str, generation: int | None) -> dict[str, Any]:
+    """As qdd.controller.status._cond: ``ok`` is the condition's status (True = the problem holds)."""
+    status = "Unknown" if ok is None else ("True" if ok else "False")
+    return {"type": ctype, "status": status, "reason": reason, "message": message, "observedGeneration": generation}
+
+
+def _named(items: list[str]) -> str:
+    more = len(items) - NAMED
+    return ", ".join(items[:NAMED]) + (f" and {more} more" if more > 0 else "")
+
+
+def _per_engine(reads: Mapping[str, Sequence[PodRead]], attrs: tuple[str, ...]) -> list[tuple[str, float]]:
+    """(``pod engine N``, increase of the sum of ``attrs``) of every engine whose count grew."""
+    out = []
+    for pod, pod_reads in sorted(reads.items()):
+        for engine, points in series(pod_reads).items():
+            n = sum(increase([getattr(e, a) for _, e in points]) for a in attrs)
+            if n > 0:
+                out.append((f"{pod} engine {engine}", n))
+    return out
+
+
+def _transfers(reads: Mapping[str, Sequence[PodRead]], t: ObserveThresholds, w: int, g: int | None,
+               roles: dict[str, RoleServing]) -> dict[str, Any]:
+    # failed_transfers includes the failed notifications (vLLM 0.33 nixl/stats.py says so).
+    failed = _per_engine(reads, ("failed_transfers",))
+    total = int(sum(n for _, n in failed))
+    if total > t.failed_transfers:
+        return _cond(C.KV_TRANSFER_FAILING, True, R.KV_TRANSFERS_FAILING,
+                     f"{total} NIXL KV transfers failed in the last {w} s "
+                     f"({_named([f'{p}: {int(n)}' for p, n in failed])}; threshold {t.failed_transfers}): each one is a "
+                     "request that failed (HTTP 500) or recomputed its prefill. Check that both roles run one "
+                     "generation with equal --kv-cache-dtype, --mamba-ssm-cache-dtype and block size, that decode "
+                     "reaches prefill's side channel, and the decode pods' logs (NIXL)", g)
+    done = int(sum(r.transfers for r in roles.values()))
+    return _cond(C.KV_TRANSFER_FAILING, False, R.NO_FAILED_TRANSFERS,
+                 f"no failed KV transfer in the last {w} s ({done} done)", g)
+
+
+def _lease(reads: Mapping[str, Sequence[PodRead]], t: ObserveThresholds, w: int, g: int | None,
+           lease_s: int | None) -> dict[str, Any]:
+    # Requests (vllm:nixl_num_kv_expired_reqs) and late notifications, one per remote rank
+    # (vllm:nixl_num_notifications_after_expiry): either over the threshold raises.
+    expired = _per_engine(reads, ("expired",))
+    late = _per_engine(reads, ("after_expiry",))
+    total, n_late = int(sum(n for _, n in expired)), int(sum(n for _, n in late))
+    if total > t.expired_leases or n_late > t.expired_leases:
+        lease = f" (spec.kvTransfer.leaseSeconds {lease_s} s)" if lease_s else ""
+        where = _named([f'{p}: {int(n)}' for p, n in expired or late])
+        return _cond(C.KV_LEASE_EXPIRING, True, R.KV_LEASE_EXPIRED,
+                     f"{total} requests' KV leases expired before decode read them, {n_late} read notifications came "
+                     f"after expiry, in the last {w} s ({where}; threshold {t.expired_leases}): prefill freed "
+                     f"their blocks{lease}, and a read after that answers HTTP 200 with garbage. Raise "
+                     "spec.kvTransfer.leaseSeconds above decode's read delay, and see why decode reads late "
+                     "(RequestsQueueing, KVCacheSaturated on decode: add decode endpoints)", g)
+    return _cond(C.KV_LEASE_EXPIRING, False, R.LEASES_HELD, f"no KV lease expired in the last {w} s", g)
+
+
+def _saturated(engines: list[EngineFacts], roles: dict[str, RoleServing], t: ObserveThresholds, w: int,
+               g: int | None) -> dict[str, Any]:
+    full = [e for e in engines if e.progressed is not None and e.min_kv_cache_usage >= t.kv_cache_usage]
+    if full:
+        return _cond(C.KV_CACHE_SATURATED, True, R.KV_CACHE_FULL,
+                     f"KV cache at or above {t.kv_cache_usage:.0%} for the whole last {w} s on "
+                     f"{_named([f'{e.role} {e.pod} engine {e.engine} (≥ {e.min_kv_cache_usage:.0%})' for e in full])}: "
+                     "new requests wait and running ones are preempted. Add endpoints of that role, lower "
+                     "spec.workload.concurrency, or give the cache more memory (tuning.gpuMemoryUtilization)", g)
+    preempted = int(sum(r.preemptions for r in roles.values()))
+    if preempted > t.preemptions:
+        where = ", ".join(f"{r.role}: {int(r.preemptions)}" for r in roles.values() if r.preemptions)
+        return _cond(C.KV_CACHE_SATURATED, True, R.PREEMPTING,
+                     f"{preempted} requests preempted in the last {w} s ({where}; threshold {t.preemptions}): the KV "
+                     "cache ran out of blocks and each preempted request recomputes. Add endpoints of that role or "
+                     "lower spec.workload.concurrency", g)
+    top = max((r.kv_cache_usage for r in roles.values() if r.kv_cache_usage is not None), default=None)
+    return _cond(C.KV_CACHE_SATURATED, False, R.KV_CACHE_AVAILABLE,
+                 f"highest KV-cache usage {top:.0%}, no preemption in the last {w} s" if top is not None else
+                 f"no preemption in the last {w} s", g)
+
+
+def _queueing(engines: list[EngineFacts], t: ObserveThresholds, w: int, g: int | None) -> dict[str, Any]:
+    long = [e for e in engines if e.progressed is not None and e.min_waiting > t.waiting_per_engine]
+    if long:
+        return _cond(C.REQUESTS_QUEUEING, True, R.QUEUE_BEYOND_BOUND,
+                     f"requests waiting above {t.waiting_per_engine} per engine at every read of the last {w} s on "
+                     f"{_named([f'{e.role} {e.pod} engine {e.engine} (≥ {int(e.min_waiting)})' for e in long])}: "
+                     "the load is beyond that role's capacity while /health stays green. Add endpoints of that "
+                     "role (prefill: kubectl scale qdd/NAME --replicas=N) or lower the offered load", g)
+    return _cond(C.REQUESTS_QUEUEING, False, R.QUEUE_WITHIN_BOUND,
+                 f"no engine queued above {t.waiting_per_engine} requests for the whole last {w} s", g)
+
+
+def _stalled(engines: list[EngineFacts], t: ObserveThresholds, g: int | None) -> dict[str, Any]:
+    stuck = []
+    for e in engines:
+        peers = [p for p in engines if p.role == e.role and p is not e and (p.progressed or 0) > 0]
+        if e.quiet_seconds >= t.stall_seconds and peers:
+            stuck.append(e)
+    if stuck:
+        return _cond(C.ENGINE_STALLED, True, R.ENGINE_NOT_PROGRESSING,
+                     f"{_named([f'{e.role} {e.pod} engine {e.engine} (no token for {e.quiet_seconds:.0f} s)' for e in stuck])} "
+                     f"had requests running but made no token while other {stuck[0].role} engines did (threshold "
+                     f"{t.stall_seconds} s): a hung rank holds its requests and, in a DP/EP group, its peers' "
+                     "collectives. Read that pod's log; deleting it makes qdd recreate its whole group", g)
+    return _cond(C.ENGINE_STALLED, False, R.ALL_ENGINES_PROGRESSING,
+                 f"every engine with requests running made tokens in the last {t.stall_seconds} s", g)
+
+
+def _unknown(why: str, g: int | None) -> list[dict[str, Any]]:
+    """Every serving condition Unknown (one call per type: tests/unit/test_conditions_doc.py reads them)."""
+    return [_cond(C.KV_TRANSFER_FAILING, None, R.NO_ENGINE_METRICS, why, g),
+            _cond(C.KV_LEASE_EXPIRING, None, R.NO_ENGINE_METRICS, why, g),
+            _cond(C.KV_CACHE_SATURATED, None, R.NO_ENGINE_METRICS, why, g),
+            _cond(C.REQUESTS_QUEUEING, None, R.NO_ENGINE_METRICS, why, g),
+            _cond(C.ENGINE_STALLED, None, R.NO_ENGINE_METRICS, why, g)]
+
+
+def judge(reads: Mapping[str, Sequence[PodRead]], thresholds: ObserveThresholds, window_seconds: int, now: float,
+          generation: int | None = None, lease_seconds: int | None = None) -> Judgement:
+    """``reads``: pod -> its reads, oldest first (the reader's window: spec.observe.windowSeconds,
+    or stallSeconds when longer); ``now``: Unix seconds. Counts and rates use the reads within
+    ``window_seconds`` of ``now``; EngineStalled uses all of them."""
+    recent = {p: [r for r in rs if now - r.time <= window_seconds and r.error is None] for p, rs in reads.items()}
+    all_ok = {p: [r for r in rs if r.error is None] for p, rs in reads.items()}
+    errors = sorted(f"{p}: {rs[-1].error}" for p, rs in reads.items() if rs and rs[-1].error)
+    roles = {role: role_serving(role, recent) for role in ROLES}
+    engines = [f for p, rs in sorted(recent.items()) if rs for f in engine_facts(rs[-1], rs, now)]
+    quiet = {(f.pod, f.engine): f.quiet_seconds for p, rs in all_ok.items() if rs for f in engine_facts(rs[-1], rs, now)}
+    engines = [EngineFacts(e.pod, e.role, e.endpoint, e.engine, e.progressed, e.busy, e.min_waiting,
+                           e.min_kv_cache_usage, quiet.get((e.pod, e.engine), 0.0)) for e in engines]
+    if not engines:
+        why = f"no engine's metrics could be read ({_named(errors)})" if errors else "no engine pod serves metrics yet"
+        return Judgement(roles, [], _unknown(why, generation), errors)
+    w = window_seconds
+    conds = [_transfers(recent, thresholds, w, generation, roles), _lease(recent, thresholds, w, generation, lease_seconds),
+             _saturated(engines, roles, thresholds, w, generation), _queueing(engines, thresholds, w, generation),
+             _stalled(engines, thresholds, generation)]
+    return Judgement(roles, engines, conds, errors)

@@ -1,0 +1,147 @@
+"""qdd.observe: reads → rates, percentiles, facts and the five serving conditions, with exact values."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from qdd.api.observe import ObserveThresholds
+from qdd.observe import EngineRead, Histogram, PodRead, judge
+from qdd.observe.model import Percentiles
+from qdd.observe.status import serving_status
+from qdd.observe.window import histogram_increase, increase, merge, quantile
+
+T = ObserveThresholds()
+W = 60
+BOUNDS = (0.01, 0.1, 1.0, math.inf)
+
+
+def hist(*counts: float, total: float = 0.0) -> Histogram:
+    """Cumulative counts per bound of BOUNDS."""
+    return Histogram(tuple(zip(BOUNDS, counts, strict=True)), total, counts[-1])
+
+
+def pod(name: str, role: str, t: float, *engines: EngineRead, endpoint: int = 0) -> PodRead:
+    return PodRead(name, role, endpoint, t, engines)
+
+
+def steady(name: str, role: str, reads: int = 5, period: float = 15.0, **over: float) -> list[PodRead]:
+    """A healthy engine: 100 tokens and 1 request per second, 4 running, 1 waiting, cache 30%."""
+    out = []
+    for i in range(reads):
+        values = {"running": 4.0, "waiting": 1.0, "kv_cache_usage": 0.3, "prompt_tokens": 50.0 * i * period,
+                  "generation_tokens": 50.0 * i * period, "finished": 1.0 * i * period, "transfers": 1.0 * i * period}
+        values.update({k: (v(i) if callable(v) else v) for k, v in over.items()})
+        out.append(pod(name, role, 1000.0 + i * period, EngineRead("0", ttft=hist(0, 10 * i, 20 * i, 20 * i),
+                                                                  **values)))
+    return out
+
+
+NOW = 1000.0 + 4 * 15.0
+
+
+def conds(j) -> dict[str, tuple[str, str]]:
+    return {c["type"]: (c["status"], c["reason"]) for c in j.conditions}
+
+
+def test_counter_increase_across_a_restart_and_histogram_quantile_as_promql():
+    assert increase([5, 7, 9]) == 4
+    assert increase([5, 7, 2, 3]) == 2 + 2 + 1  # 7 -> 2: restarted, counted 2 since
+    assert increase([3]) == 0
+    h = histogram_increase([hist(0, 0, 0, 0), hist(10, 30, 40, 40)])
+    assert h.buckets == ((0.01, 10), (0.1, 30), (1.0, 40), (math.inf, 40)) and h.count == 40
+    # rank 20 of 40 lies in (0.01, 0.1], 10 of its 20 observations: halfway.
+    assert quantile(0.5, h) == pytest.approx(0.055)
+    assert quantile(0.99, h) == pytest.approx(0.1 + 0.9 * (39.6 - 30) / 10)
+    assert quantile(0.5, merge([h, h])) == pytest.approx(0.055)
+    assert quantile(0.5, Histogram()) is None
+    assert quantile(0.99, hist(0, 0, 1, 10)) == 1.0  # in +Inf: the highest finite bound
+
+
+def test_healthy_deployment_raises_nothing_and_reports_rates_and_percentiles():
+    reads = {"p-0": steady("p-0", "prefill"), "d-0": steady("d-0", "decode")}
+    j = judge(reads, T, W, NOW, generation=3)
+    assert conds(j) == {"KVTransferFailing": ("False", "NoFailedTransfers"), "KVLeaseExpiring": ("False", "LeasesHeld"),
+                        "KVCacheSaturated": ("False", "KVCacheAvailable"),
+                        "RequestsQueueing": ("False", "QueueWithinBound"),
+                        "EngineStalled": ("False", "AllEnginesProgressing")}
+    assert all(c["observedGeneration"] == 3 for c in j.conditions)
+    d = j.roles["decode"]
+    assert (d.engines, d.pods, d.running, d.waiting, d.kv_cache_usage) == (1, 1, 4.0, 1.0, 0.3)
+    assert (d.prompt_tokens_per_second, d.generation_tokens_per_second, d.requests_per_second) == (50.0, 50.0, 1.0)
+    # ttft gained 80 observations in the window: 40 in (0.01, 0.1], 40 in (0.1, 1]; p50 is the 40th.
+    assert d.ttft == Percentiles(p50=0.1, p90=0.82, p99=0.982)
+    s = serving_status(j, "pods", W, "2026-12-02T00:00:00Z")
+    assert s["decode"]["ttftSeconds"] == {"p50": 0.1, "p90": 0.82, "p99": 0.982}
+    assert (s["waiting"], s["decode"]["running"], s["decode"]["kvCacheUsage"]) == (2, 4, 0.3)
+
+
+def test_failed_transfers_raise_then_clear_after_a_window_without():
+    failing = steady("d-0", "decode", failed_transfers=lambda i: 0 if i < 3 else 7)
+    reads = {"p-0": steady("p-0", "prefill"), "d-0": failing}
+    c = next(c for c in judge(reads, T, W, NOW).conditions if c["type"] == "KVTransferFailing")
+    assert (c["status"], c["reason"]) == ("True", "KVTransfersFailing")
+    assert c["message"].startswith("7 NIXL KV transfers failed in the last 60 s (d-0 engine 0: 7;")
+    # Later: the counter stays at 7 for a whole window: cleared.
+    later = [PodRead("d-0", "decode", 0, 1120.0 + 15 * i, failing[-1].engines) for i in range(5)]
+    j = judge({"p-0": steady("p-0", "prefill"), "d-0": failing + later}, T, W, 1180.0)
+    assert conds(j)["KVTransferFailing"] == ("False", "NoFailedTransfers")
+
+
+def test_expired_leases_on_prefill_raise_the_lease_condition_with_the_lease():
+    reads = {"p-0": steady("p-0", "prefill", expired=lambda i: 2.0 * (i >= 4)), "d-0": steady("d-0", "decode")}
+    c = next(c for c in judge(reads, T, W, NOW, lease_seconds=2).conditions if c["type"] == "KVLeaseExpiring")
+    assert (c["status"], c["reason"]) == ("True", "KVLeaseExpired")
+    assert "2 requests' KV leases expired before decode read them, 0 read notifications" in c["message"] and "p-0 engine 0: 2" in c["message"]
+    assert "(spec.kvTransfer.leaseSeconds 2 s)" in c["message"]
+    assert judge(reads, ObserveThresholds(expiredLeases=2), W, NOW).conditions[1]["status"] == "False"
+
+
+def test_full_cache_and_preemptions():
+    full = steady("d-0", "decode", kv_cache_usage=lambda i: 0.97 if i else 0.5)
+    assert conds(judge({"d-0": full}, T, W, NOW))["KVCacheSaturated"] == ("False", "KVCacheAvailable")  # not whole window
+    full = steady("d-0", "decode", kv_cache_usage=0.97)
+    c = judge({"d-0": full}, T, W, NOW).conditions[2]
+    assert (c["status"], c["reason"]) == ("True", "KVCacheFull") and "decode d-0 engine 0 (≥ 97%)" in c["message"]
+    pre = steady("d-0", "decode", preemptions=lambda i: 3.0 * i)
+    c = judge({"d-0": pre}, T, W, NOW).conditions[2]
+    assert (c["status"], c["reason"]) == ("True", "Preempting") and c["message"].startswith("12 requests preempted")
+
+
+def test_queue_beyond_bound_only_when_it_never_drains():
+    q = steady("p-0", "prefill", waiting=lambda i: 40.0 if i != 2 else 10.0)
+    assert conds(judge({"p-0": q}, T, W, NOW))["RequestsQueueing"] == ("False", "QueueWithinBound")
+    q = steady("p-0", "prefill", waiting=40.0)
+    c = judge({"p-0": q}, T, W, NOW).conditions[3]
+    assert (c["status"], c["reason"]) == ("True", "QueueBeyondBound") and "prefill p-0 engine 0 (≥ 40)" in c["message"]
+
+
+def test_one_rank_not_progressing_while_its_peers_do():
+    t = ObserveThresholds(stallSeconds=45)
+
+    def leader(i: int) -> PodRead:
+        moving = EngineRead("0", running=4, prompt_tokens=100.0 * i, generation_tokens=100.0 * i)
+        stuck = EngineRead("1", running=4, prompt_tokens=500.0, generation_tokens=500.0)
+        return pod("d-0", "decode", 1000.0 + 15 * i, moving, stuck)
+    reads = {"d-0": [leader(i) for i in range(5)]}
+    c = judge(reads, t, W, NOW).conditions[4]
+    assert (c["status"], c["reason"]) == ("True", "EngineNotProgressing")
+    assert c["message"].startswith("decode d-0 engine 1 (no token for 60 s) had requests running")
+    # The whole role quiet (no traffic moves anywhere) is not one engine behind its peers.
+    idle = {"d-0": [pod("d-0", "decode", 1000.0 + 15 * i, EngineRead("0", running=4), EngineRead("1", running=4))
+                    for i in range(5)]}
+    assert conds(judge(idle, t, W, NOW))["EngineStalled"] == ("False", "AllEnginesProgressing")
+    # An engine with nothing running is idle, not stalled.
+    idle1 = {"d-0": [pod("d-0", "decode", 1000.0 + 15 * i, EngineRead("0", running=4, generation_tokens=9.0 * i),
+                         EngineRead("1", running=0)) for i in range(5)]}
+    assert conds(judge(idle1, t, W, NOW))["EngineStalled"] == ("False", "AllEnginesProgressing")
+
+
+def test_no_metrics_is_unknown_with_the_errors():
+    reads = {"d-0": [PodRead("d-0", "decode", 0, NOW, error="unreachable: connection refused")], "p-0": []}
+    j = judge(reads, T, W, NOW)
+    assert {c["status"] for c in j.conditions} == {"Unknown"}
+    assert {c["reason"] for c in j.conditions} == {"NoEngineMetrics"}
+    assert j.conditions[0]["message"] == "no engine's metrics could be read (d-0: unreachable: connection refused)"
+    assert serving_status(j, "pods", W, None)["errors"] == ["d-0: unreachable: connection refused"]

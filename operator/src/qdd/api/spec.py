@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from .autoscaling import AutoscalingSpec
 from .base import ApiModel, cel
 from .rules import NODE_LOSS_TAINTS, SPEC_RULES, cel_rules
 from .types import (ALL2ALL, ARCH_NAME, ENV_NAME, FIELD_PATH, HOST, IDENTIFIER, MAX_CONCURRENCY, MAX_TOKENS,
@@ -365,3 +366,4 @@ class QwenDisaggDeploymentSpec(ApiModel):
     router: RouterSpec = Field(default_factory=RouterSpec, json_schema_extra={"default": {}}, description="The P/D router in front.")
     rollout: RolloutSpec = Field(default_factory=RolloutSpec, json_schema_extra={"default": {}}, description="How a change of generation is rolled out.")
     validation: ValidationSpec = Field(default_factory=ValidationSpec, json_schema_extra={"default": {}}, description="Checks of the serving path the operator runs (the canary).")
+    autoscaling: AutoscalingSpec | None = Field(None, description="SLO-driven endpoint counts of both roles under a GPU budget (docs/autoscaling.md). Unset: off, the counts are prefill.endpoints and decode.endpoints.")

@@ -1,7 +1,8 @@
 """Load forecast: where the request rate will be once an endpoint started now is Ready.
 
-A least-squares line through the recent per-period rates, evaluated ``horizon_s`` ahead: an engine
-that takes minutes to start must be started for the load of minutes from now. The forecast never
+The current rate plus the slope of a least-squares line through the recent per-period rates times
+``horizon_s``: an engine that takes minutes to start must be started for the load of minutes from
+now. The forecast never
 goes below the rate seen now (a falling trend is left to the scale-down hysteresis, which needs the
 lower load to persist) and never above ``MAX_GROWTH`` times it (a short burst must not make a trend
 that books the whole budget).
@@ -32,8 +33,9 @@ def trend_forecast(history: tuple[Sample, ...], now_s: float, horizon_s: float) 
     if var <= 0:
         return current
     slope = sum((s.t_s - mt) * (s.rate_rps - mr) for s in history) / var
-    # Anchored at the mean of the window (robust to one noisy last period), carried to the horizon.
-    ahead = mr + slope * (now_s + horizon_s - mt)
+    # The current rate carried ``horizon_s`` along the window's slope: a step in the load tilts the
+    # line by about 1.5 × step / window, so a short horizon adds little to a step.
+    ahead = current + slope * horizon_s
     return min(max(ahead, current), current * MAX_GROWTH if current > 0 else ahead)
 
 

@@ -101,7 +101,10 @@ def decide(obs: Observation, profile: CapacityProfile, counts: Counts, cfg: Poli
     history = tuple(s for s in state.history if s.t_s >= obs.now_s - cfg.trend_window_s)
     history += (Sample(obs.now_s, max(obs.request_rate_rps, 0.0), isl_now, osl_now),)
     horizon = cfg.startup_s + cfg.period_s
-    rate = trend_forecast(history, obs.now_s, horizon)
+    # Size for the busiest recent period too: requests arrive in bursts shorter than the trend
+    # window, and a queue built in one burst costs TTFT long after it.
+    peak = max(x.rate_rps for x in history if x.t_s >= obs.now_s - cfg.peak_window_s)
+    rate = max(trend_forecast(history, obs.now_s, horizon), peak)
     isl, osl = window_means(history, obs.now_s - ISL_WINDOW_S)
     state = replace(state, history=history)
     wants: dict[str, tuple[int, int, str]] = {}

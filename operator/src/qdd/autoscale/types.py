@@ -113,6 +113,8 @@ class PolicyConfig:
     between the two keeps a constant load from flipping a count."""
     trend_window_s: float = 300.0
     """Seconds of history the load trend is fitted on."""
+    peak_window_s: float = 60.0
+    """Demand is sized for the busiest period of the last this many seconds (bursts)."""
 
     def limits(self, role: Role) -> RoleLimits:
         return self.prefill if role == "prefill" else self.decode

@@ -133,3 +133,13 @@ fuzz: venv
 .PHONY: bench-plan
 bench-plan: venv
 	$(PY) bench/plan_render.py
+
+# Offline closed loop (bench/autoscale.py): qdd's autoscaler vs Dynamo 1.4.2's Planner vs the cheapest
+# static split, both Azure LLM 2023 traces, in Dynamo's mocker/replay with AIConfigurator GB200 timing,
+# engine start-up swept 0–300 s. ≈ 15 min on 2 cores; writes bench/results/autoscale.json. Not a test.
+.PHONY: bench-autoscale autoscale-venv
+autoscale-venv:
+	bash hack/autoscale-bench-venv.sh
+
+bench-autoscale: autoscale-venv
+	$(ROOT)/.qdd/autoscale-venv/bin/python bench/autoscale.py

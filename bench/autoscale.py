@@ -132,14 +132,17 @@ def main() -> int:
         fname, compress, copies = TRACES[name]
         trace = work / f"{name}.jsonl"
         info = mooncake(traces_dir / fname, trace, compress, copies)
-        isl_points = (256.0, 1024.0, 2048.0, 4096.0, 8192.0)
-        profile = capacity_table(MODELS["prefill"], MODELS["decode"], TTFT_MS, TPOT_MS, isl_points, info["mean_osl"])
+        isl_points = (512.0, 2048.0, 8192.0)
+        profile = capacity_table(*engine_args(npz, 0.0), TTFT_MS, TPOT_MS, isl_points, info["mean_osl"])
         info["profile"] = {"prefill_tokens_per_s": round(profile.prefill_tokens_per_s_at[0]),
                            "decode_concurrency_at_isl": dict(zip(isl_points, profile.decode_concurrency_at, strict=True))}
         print(f"[{name}] {info}", flush=True)
-        row: dict = {"trace": info, "static": None, "static_tried": [], "qdd": {}, "dynamo": {}}
+        candidates = _static_candidates(info, profile)
+        start = candidates[0]  # both autoscalers start from the split sized for the trace's mean load
+        row: dict = {"trace": info, "start": f"{start[0]}P{start[1]}D", "static": None, "static_tried": [], "qdd": {},
+                     "dynamo": {}}
         args0 = engine_args(npz, 0.0)
-        for p, d in _static_candidates(info, profile):
+        for p, d in candidates:
             if len(row["static_tried"]) >= a.max_static_runs:
                 break
             m = replay(trace, args0, p, d, None, work / "report.jsonl")
@@ -154,12 +157,12 @@ def main() -> int:
             cfg = PolicyConfig(ttft_ms=TTFT_MS, tpot_ms=TPOT_MS, prefill=RoleLimits(1, MAX_P, GPUS_P),
                                decode=RoleLimits(1, MAX_D, GPUS_D), gpu_budget=BUDGET, startup_s=max(s, 15.0),
                                period_s=15.0, scale_up_cooldown_s=30.0, scale_down_cooldown_s=120.0)
-            row["qdd"][str(int(s))] = m = replay(trace, args, 1, 1, QddPolicy(cfg, profile), work / "report.jsonl")
+            row["qdd"][str(int(s))] = m = replay(trace, args, *start, QddPolicy(cfg, profile), work / "report.jsonl")
             print(f"[{name}] qdd startup {s:.0f}s: {m}", flush=True)
             dyn = dynamo_planner(args[0], args[1], MODELS["prefill"], MODELS["decode"], ttft_ms=TTFT_MS, itl_ms=TPOT_MS,
                                  budget=BUDGET, gpus_p=GPUS_P, gpus_d=GPUS_D, max_p=MAX_P, max_d=MAX_D)
             with dyn.inner:
-                row["dynamo"][str(int(s))] = m = replay(trace, args, 1, 1, dyn, work / "report.jsonl")
+                row["dynamo"][str(int(s))] = m = replay(trace, args, *start, dyn, work / "report.jsonl")
             print(f"[{name}] dynamo startup {s:.0f}s: {m}", flush=True)
         results["traces"][name] = row
     Path(a.out).write_text(json.dumps(results, indent=1) + "\n")

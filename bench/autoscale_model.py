@@ -35,13 +35,13 @@ BLOCK = 64
 @dataclass(frozen=True)
 class Role:
     dp: int
+    """DP ranks (= GPUs, TP 1) of one endpoint."""
     max_batched_tokens: int
     max_num_seqs: int
-    blocks_per_rank: int
 
 
-PREFILL = Role(dp=2, max_batched_tokens=2 * 8192, max_num_seqs=2 * 64, blocks_per_rank=0)
-DECODE = Role(dp=4, max_batched_tokens=4 * 2048, max_num_seqs=4 * 256, blocks_per_rank=0)
+PREFILL = Role(dp=2, max_batched_tokens=2 * 8192, max_num_seqs=2 * 64)
+DECODE = Role(dp=4, max_batched_tokens=4 * 2048, max_num_seqs=4 * 256)
 
 
 class EndpointModel:
@@ -79,22 +79,33 @@ def write_npz(prefill: EndpointModel, decode: EndpointModel, path: Path) -> Path
     return path
 
 
-def capacity_table(prefill: EndpointModel, decode: EndpointModel, ttft_ms: float, tpot_ms: float,
-                   isl_points: tuple[float, ...], osl: float):
-    """qdd's CapacityProfile from the same model, as the performance model (issue 26) would give it:
-    prefill tokens/s of a saturated endpoint (full passes of max_batched_tokens; the TTFT target is
-    far above one pass here, so throughput binds); decode: the largest endpoint batch whose step
-    time at the mean context stays within the TPOT target and whose KV fits."""
+def measured_decode_concurrency(prefill_args, decode_args, isl: int, osl: int, tpot_ms: float) -> int:
+    """The largest number of requests one simulated decode endpoint holds with p90 TPOT within
+    ``tpot_ms``: a profiling sweep (bisection over a closed-loop concurrency, 4 prefill endpoints so
+    prefill never limits) in the simulator itself, as a user profiles real engines before deploying."""
+    from dynamo.replay import run_synthetic_trace_replay
+    lo, hi = 1, DECODE.max_num_seqs
+    while hi - lo > max(4, lo // 16):
+        mid = (lo + hi) // 2
+        r = run_synthetic_trace_replay(isl, osl, max(3 * mid, 200), prefill_engine_args=prefill_args,
+                                       decode_engine_args=decode_args, num_prefill_workers=4, num_decode_workers=1,
+                                       replay_concurrency=mid)
+        lo, hi = (mid, hi) if r["p90_itl_ms"] <= tpot_ms else (lo, mid)
+    return lo
+
+
+def capacity_table(prefill_args, decode_args, ttft_ms: float, tpot_ms: float, isl_points: tuple[float, ...], osl: float):
+    """qdd's CapacityProfile for this engine, as the performance model (issue 26) gives it, measured
+    in the simulator: prefill input tokens/s of a saturated endpoint (its TTFT target is far above
+    one pass here, so throughput binds), decode concurrency within the TPOT target at each ISL."""
+    from dynamo.replay import run_synthetic_trace_replay
+
     from qdd.autoscale.profile import TableProfile
-    tok = PREFILL.max_batched_tokens
-    pre = tuple(tok / (prefill.predict_prefill(1, tok, 0) / 1000.0) for _ in isl_points)
-    conc = []
-    kv_tokens = decode.blocks_per_rank * BLOCK * decode.dp
+    pre, conc = [], []
     for isl in isl_points:
-        ctx = int(isl + osl / 2)
-        b = 1
-        while b < DECODE.max_num_seqs and decode.predict_decode(b + 1, ctx, 2) <= tpot_ms and (b + 1) * (isl + osl) <= kv_tokens:
-            b += 1
-        conc.append(float(b))
-    return TableProfile(ttft_ms=ttft_ms, tpot_ms=tpot_ms, isl_points=isl_points, prefill_tokens_per_s_at=pre,
+        r = run_synthetic_trace_replay(int(isl), 2, 600, prefill_engine_args=prefill_args, decode_engine_args=decode_args,
+                                       num_prefill_workers=1, num_decode_workers=1, replay_concurrency=256)
+        pre.append(float(r["input_throughput_tok_s"]))
+        conc.append(float(measured_decode_concurrency(prefill_args, decode_args, int(isl), max(int(osl), 2), tpot_ms)))
+    return TableProfile(ttft_ms=ttft_ms, tpot_ms=tpot_ms, isl_points=isl_points, prefill_tokens_per_s_at=tuple(pre),
                         decode_concurrency_at=tuple(conc))

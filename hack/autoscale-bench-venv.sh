@@ -19,7 +19,10 @@ req="$root/hack/autoscale-bench-requirements.txt"
 link="$root/.qdd/autoscale-venv"
 py=${QDD_PYTHON:-python3}
 export PIP_DISABLE_PIP_VERSION_CHECK=1
-TOP=(ai-dynamo==1.4.2 ai-dynamo-runtime==1.4.2 aiconfigurator-core==0.12.0 scikit-learn jinja2 pyyaml)
+# The Planner imports plotly, prometheus-api-client, pmdarima, prophet and filterpy at module load
+# (none of them in ai-dynamo's metadata).
+TOP=(ai-dynamo==1.4.2 ai-dynamo-runtime==1.4.2 aiconfigurator-core==0.12.0 scikit-learn plotly prometheus-api-client
+     pmdarima prophet filterpy jinja2 pyyaml)
 
 log() { echo "autoscale-bench-venv: $*" >&2; }
 # shellcheck source=hack/pinned-venv.sh

@@ -4,16 +4,19 @@ One pure function, :func:`decide`, called every ``period_s`` by the controller (
 closed loop in bench/autoscale.py). Per role:
 
 1. Demand at the forecast load (:mod:`.forecast`: the trend ``startup_s + period_s`` ahead, so an
-   engine started now is Ready for the load it was started for). Prefill: input tokens per second
+   engine started now is Ready for the load it was started for), or in the busiest period of the
+   last ``peak_window_s`` if that was more. Prefill: input tokens per second
    over one endpoint's token rate at the TTFT target. Decode: concurrent requests by Little's law
    (rate × OSL × TPOT target) over one endpoint's concurrency at the TPOT target.
 2. Hysteresis: scale up when demand exceeds ``utilization_up`` of the active endpoints (ready +
    pending: a Pending endpoint is supply already bought); scale down only to a count at which
    demand stays under ``utilization_down``, and only after that has held ``scale_down_cooldown_s``.
    A constant load sits inside the band and never moves a count.
-3. Reactive correction: when the observed percentile misses a target, the role has nothing Pending
-   and its last scale-up is older than ``scale_up_cooldown_s``, one more endpoint (the profile was
-   optimistic).
+3. Reactive correction (the profile corrected by what the engines report): an observed latency over
+   its target lowers the role's capacity correction by the miss (at most halving it per period, never
+   below a quarter), a latency under half the target raises it back 2 % per period; and when the
+   target is missed, the role has nothing Pending and its last scale-up is older than
+   ``scale_up_cooldown_s``, at least one more endpoint.
 4. Bounds, then the budget (:mod:`.budget`).
 5. Actions that keep the budget in every intermediate state: removals first (a Pending endpoint is
    cancelled, it serves nothing; a Ready one is drained: out of routing, deleted by the controller
@@ -32,6 +35,9 @@ from .forecast import trend_forecast, window_means
 from .types import (ROLES, CapacityProfile, Counts, Decision, Observation, PolicyConfig, PolicyState, Role,
                     RoleDecision, Sample)
 
+CORRECTION_FLOOR, CORRECTION_RECOVERY = 0.25, 1.02
+"""The capacity correction never goes below a quarter of the profile, and recovers 2 % per period
+while the observed latency is under half its target."""
 ISL_WINDOW_S = 60.0
 """Seconds over which the mean ISL/OSL are taken (request-weighted): one period is noisy."""
 
@@ -46,10 +52,27 @@ def _demand(role: Role, rate: float, isl: float, osl: float, profile: CapacityPr
     return in_flight / profile.decode_concurrency(max(isl, 1.0), max(osl, 1.0), cfg.tpot_ms)
 
 
+def _observed(role: Role, obs: Observation, cfg: PolicyConfig) -> tuple[float | None, float]:
+    return (obs.ttft_ms, cfg.ttft_ms) if role == "prefill" else (obs.tpot_ms, cfg.tpot_ms)
+
+
 def _missed(role: Role, obs: Observation, cfg: PolicyConfig) -> bool:
-    if role == "prefill":
-        return obs.ttft_ms is not None and obs.ttft_ms > cfg.ttft_ms
-    return obs.tpot_ms is not None and obs.tpot_ms > cfg.tpot_ms
+    seen, target = _observed(role, obs, cfg)
+    return seen is not None and seen > target
+
+
+def _corrected(role: Role, obs: Observation, cfg: PolicyConfig, state: PolicyState) -> float:
+    """The role's capacity correction after this observation: a miss by a factor f scales the
+    capacity by 1/f (at most halving it per period), a latency under half the target recovers it."""
+    c = state.correction.get(role, 1.0)
+    seen, target = _observed(role, obs, cfg)
+    if seen is None:
+        return c
+    if seen > target:
+        return max(CORRECTION_FLOOR, c * max(0.5, target / seen))
+    if seen < target / 2:
+        return min(1.0, c * CORRECTION_RECOVERY)
+    return c
 
 
 def _wanted(role: Role, demand: float, obs: Observation, counts: Counts, cfg: PolicyConfig,
@@ -101,15 +124,19 @@ def decide(obs: Observation, profile: CapacityProfile, counts: Counts, cfg: Poli
     history = tuple(s for s in state.history if s.t_s >= obs.now_s - cfg.trend_window_s)
     history += (Sample(obs.now_s, max(obs.request_rate_rps, 0.0), isl_now, osl_now),)
     horizon = cfg.startup_s + cfg.period_s
-    # Size for the busiest recent period too: requests arrive in bursts shorter than the trend
-    # window, and a queue built in one burst costs TTFT long after it.
-    peak = max(x.rate_rps for x in history if x.t_s >= obs.now_s - cfg.peak_window_s)
-    rate = max(trend_forecast(history, obs.now_s, horizon), peak)
+    rate = trend_forecast(history, obs.now_s, horizon)
+    # Size for the busiest recent period too, each with its own lengths: requests arrive in bursts
+    # shorter than the trend window, and a queue built in one burst costs TTFT long after it.
+    recent = [x for x in history if x.t_s >= obs.now_s - cfg.peak_window_s]
     isl, osl = window_means(history, obs.now_s - ISL_WINDOW_S)
     state = replace(state, history=history)
     wants: dict[str, tuple[int, int, str]] = {}
     for role in ROLES:
-        w, need, lower_since, reason = _wanted(role, _demand(role, rate, isl, osl, profile, cfg), obs, counts, cfg, state)
+        corr = _corrected(role, obs, cfg, state)
+        state = replace(state, correction={**state.correction, role: corr})
+        demand = max([_demand(role, rate, isl, osl, profile, cfg)]
+                     + [_demand(role, x.rate_rps, x.isl, x.osl, profile, cfg) for x in recent])
+        w, need, lower_since, reason = _wanted(role, demand / corr, obs, counts, cfg, state)
         state = replace(state, lower_since_s=lower_since)
         wants[role] = (w, need, reason)
     (wp, np_, _), (wd, nd, _) = wants["prefill"], wants["decode"]

@@ -137,6 +137,9 @@ class PolicyState:
     last_change_s: dict[str, float] = field(default_factory=dict)
     lower_since_s: dict[str, float] = field(default_factory=dict)
     """Per role: since when a lower count than the active one has been enough (hysteresis)."""
+    correction: dict[str, float] = field(default_factory=dict)
+    """Per role: share of the profile's capacity the engines have shown (1 = as profiled; lowered
+    when the observed latency misses the target, raised back slowly while it is well met)."""
 
 
 @dataclass(frozen=True)

@@ -105,11 +105,5 @@ def dynamo_planner(prefill_args, decode_args, prefill_model, decode_model, *, tt
     return Recorder(adapter)
 
 
-def cheapest_first(max_p: int, max_d: int, gpus_p: int, gpus_d: int, budget: int) -> list[tuple[int, int]]:
-    """Static splits (prefill, decode) within the budget, cheapest first (ties: fewer decode)."""
-    pairs = [(p, d) for p in range(1, max_p + 1) for d in range(1, max_d + 1) if p * gpus_p + d * gpus_d <= budget]
-    return sorted(pairs, key=lambda x: (x[0] * gpus_p + x[1] * gpus_d, x[1]))
-
-
 def ceil_div(a: float, b: float) -> int:
     return max(1, math.ceil(a / b - 1e-9))

@@ -20,6 +20,7 @@ from .base import ApiModel, cel
 
 AutoscalingMode = Literal["Off", "Advise", "On"]
 AtBudget = Literal["Rebalance", "Hold"]
+RoleDriver = Literal["Planner", "External"]
 
 MAX_PREFILL_ENDPOINTS, MAX_DECODE_ENDPOINTS = 64, 16
 """The bounds of spec.prefill.endpoints and spec.decode.endpoints (qdd.api.spec)."""
@@ -39,6 +40,7 @@ class RoleBounds(ApiModel):
 
     min_endpoints: int = Field(1, ge=1, le=MAX_PREFILL_ENDPOINTS, description="Fewest endpoints of this role the autoscaler keeps (≥ 1: a P/D deployment with no endpoint of a role serves nothing).")
     max_endpoints: int = Field(ge=1, le=MAX_PREFILL_ENDPOINTS, description="Most endpoints of this role the autoscaler asks for (the GPU budget may allow fewer).")
+    driver: RoleDriver = Field("Planner", description="Who writes this role's endpoint count (one writer per role). Planner: qdd's planner, through the role's scale subresource. External: an HPA or a KEDA ScaledObject through that same scale subresource; qdd's planner then never changes this role's count and counts its GPUs against gpuBudget (docs/autoscaling.md).")
 
     @model_validator(mode="after")
     def _min_le_max(self) -> "RoleBounds":

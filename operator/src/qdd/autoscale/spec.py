@@ -12,12 +12,11 @@ DEFAULT_STARTUP_S = 600.0
 a Qwen3.5-397B endpoint on GB200 loads ~230 GB of NVFP4 weights and captures CUDA graphs (minutes)."""
 
 
-def config_from_spec(spec: QwenDisaggDeploymentSpec, measured_startup_s: float | None = None,
-                     external: frozenset[str] = frozenset()) -> PolicyConfig:
+def config_from_spec(spec: QwenDisaggDeploymentSpec, measured_startup_s: float | None = None) -> PolicyConfig:
     """The policy's configuration for a deployment whose ``spec.autoscaling`` is set.
-    ``measured_startup_s``: median of this deployment's measured endpoint starts, if any.
-    ``external``: roles another writer drives through their scale subresource. Raises ValueError
-    when spec.autoscaling is unset."""
+    ``measured_startup_s``: median of this deployment's measured endpoint starts, if any. A role
+    whose ``driver`` is External is left to its other writer. Raises ValueError when
+    spec.autoscaling is unset."""
     a: AutoscalingSpec | None = spec.autoscaling
     if a is None:
         raise ValueError("spec.autoscaling is unset: autoscaling is off")
@@ -25,9 +24,9 @@ def config_from_spec(spec: QwenDisaggDeploymentSpec, measured_startup_s: float |
     return PolicyConfig(
         ttft_ms=float(a.targets.ttft_ms), tpot_ms=float(a.targets.tpot_ms),
         prefill=RoleLimits(a.prefill.min_endpoints, a.prefill.max_endpoints, endpoint_gpus(spec, "prefill"),
-                           external="prefill" in external),
+                           external=a.prefill.driver == "External"),
         decode=RoleLimits(a.decode.min_endpoints, a.decode.max_endpoints, endpoint_gpus(spec, "decode"),
-                          external="decode" in external),
+                          external=a.decode.driver == "External"),
         gpu_budget=a.gpu_budget, at_budget=a.at_budget, startup_s=startup, period_s=float(a.period_seconds),
         scale_up_cooldown_s=float(a.scale_up_cooldown_seconds), scale_down_cooldown_s=float(a.scale_down_cooldown_seconds),
     )

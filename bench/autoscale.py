@@ -42,6 +42,10 @@ from qdd.autoscale import PolicyConfig, RoleLimits  # noqa: E402
 GPUS_P, GPUS_D = PREFILL.dp, DECODE.dp
 TTFT_MS, TPOT_MS, ATTAIN = 2000.0, 15.0, 0.95
 BUDGET, MAX_P, MAX_D = 64, 16, 8
+ATTRIBUTION = ("Azure LLM inference traces 2023 (AzurePublicDataset, AzureLLMInferenceTrace_code/_conv), CC-BY 4.0: "
+               "Pratyush Patel, Esha Choukse, Chaojie Zhang, Aashaka Shah, Íñigo Goiri, Saeed Maleki, Ricardo Bianchini, "
+               "\"Splitwise: Efficient generative LLM inference using phase splitting\", ISCA 2024. Derived here: time-compressed, "
+               "requests repeated.")
 TRACES = {  # name: (file, time compression, copies of each request)
     "code": ("azure-llm-2023-code.csv", 4.0, 3),
     "conv": ("azure-llm-2023-conv.csv", 4.0, 2),
@@ -131,7 +135,8 @@ def main() -> int:
     results: dict = {"setup": {"model": "nvidia/Qwen3.5-397B-A17B-NVFP4", "system": "gb200 (AIConfigurator 0.12.0, vLLM 0.24.0 data)",
                                "prefill_endpoint": f"DEP{GPUS_P}", "decode_endpoint": f"DEP{GPUS_D}", "ttft_ms": TTFT_MS,
                                "tpot_ms": TPOT_MS, "attainment_target": ATTAIN, "gpu_budget": BUDGET,
-                               "simulator": "ai-dynamo 1.4.2 mocker + offline replay"}, "traces": {}}
+                               "simulator": "ai-dynamo 1.4.2 mocker + offline replay"},
+                     "traces_attribution": ATTRIBUTION, "traces": {}}
     for name in a.traces.split(","):
         fname, compress, copies = TRACES[name]
         trace = work / f"{name}.jsonl"

@@ -125,7 +125,11 @@ def main() -> int:
     ap.add_argument("--startup", default="0,60,120,180,300", help="engine start-up times to sweep, s")
     ap.add_argument("--max-static-runs", type=int, default=10)
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "autoscale.json"))
+    ap.add_argument("--table", metavar="JSON", help="print the markdown table of a results file and exit")
     a = ap.parse_args()
+    if a.table:
+        print(markdown(json.loads(Path(a.table).read_text())))
+        return 0
     traces_dir = Path(os.environ.get("QDD_TRACES", ROOT.parent / "shared" / "traces"))
     work = ROOT / ".qdd" / "autoscale"
     work.mkdir(parents=True, exist_ok=True)
@@ -166,6 +170,26 @@ def main() -> int:
     Path(a.out).write_text(json.dumps(results, indent=1) + "\n")
     print(f"wrote {a.out}")
     return 0
+
+
+def markdown(res: dict) -> str:
+    """The results as the table docs/autoscaling.md shows."""
+    lines = ["| trace | contender | start-up s | SLO attainment | GPU-hours | scaling actions | p90 TTFT ms | p90 TPOT ms |",
+             "|---|---|---|---|---|---|---|---|"]
+
+    def row(trace: str, who: str, s: str, m: dict | None) -> None:
+        if m is None:
+            lines.append(f"| {trace} | {who} | {s} | none within {BUDGET} GPUs | | | | |")
+            return
+        lines.append(f"| {trace} | {who} | {s} | {m['attainment']:.1%} | {m['gpu_hours']:.2f} | {m['actions']} | "
+                     f"{m['p90_ttft_ms']:.0f} | {m['p90_tpot_ms']:.1f} |")
+    for trace, r in res["traces"].items():
+        st = r["static"]
+        row(trace, f"cheapest static ({st['split'] if st else '—'})", "—", st)
+        for s in r["qdd"]:
+            row(trace, "qdd", s, r["qdd"][s])
+            row(trace, "Dynamo Planner", s, r["dynamo"].get(s))
+    return "\n".join(lines)
 
 
 def _mean_load_split(info: dict, profile) -> tuple[int, int]:

@@ -161,3 +161,19 @@ def test_table_profile_refuses_bad_tables_and_other_targets():
         TableProfile(1, 1, (1.0,), (0.0,), (1.0,))
     with pytest.raises(ValueError, match="tabulated for ttft"):
         PROFILE.prefill_tokens_per_s(3000, 1000.0)
+
+
+def test_profile_corrected_by_observed_latency_and_recovers():
+    """The engines report TTFT at twice the target: the prefill capacity is halved (the profile
+    was optimistic), so a demand of 1.5 profiled endpoints asks for 4; once TTFT sits under half
+    the target the correction recovers 2 % per period and the count comes back down."""
+    cfg = config(scale_down_cooldown_s=60.0)
+    c, state = counts(2, 1), None
+    d = decide(Observation(0.0, 20.0, 3000, 150, ttft_ms=4000.0), PROFILE, c, cfg, state)
+    assert d.state.correction["prefill"] == 0.5 and d.state.correction["decode"] == 1.0
+    assert d.prefill.target == 4  # 1.5 / 0.5 = 3 endpoints' worth at 85 %
+    c, state = counts(4, 1), d.state
+    for i in range(1, 80):
+        d = decide(Observation(15.0 * i, 20.0, 3000, 150, ttft_ms=300.0), PROFILE, c, cfg, state)
+        state, c = d.state, counts(d.prefill.target, 1)
+    assert state.correction["prefill"] == 1.0 and c.prefill.ready == 3  # 1.5 under 65 % → 3

@@ -150,10 +150,14 @@ def main() -> int:
         info["profile"] = {"prefill_tokens_per_s": round(profile.prefill_tokens_per_s_at[0]),
                            "decode_concurrency_at_isl": dict(zip(isl_points, profile.decode_concurrency_at, strict=True))}
         print(f"[{name}] {info}", flush=True)
-        start = _mean_load_split(info, profile)  # both autoscalers start here
-        row: dict = {"trace": info, "start": f"{start[0]}P{start[1]}D", "static": None, "static_tried": [], "qdd": {},
-                     "dynamo": {}}
-        row["static"] = _static_search(name, trace, engine_args(npz, 0.0), start, a.max_static_runs, work, row["static_tried"])
+        row: dict = {"trace": info, "static": None, "static_tried": [], "qdd": {}, "dynamo": {}}
+        row["static"] = _static_search(name, trace, engine_args(npz, 0.0), _mean_load_split(info, profile),
+                                       a.max_static_runs, work, row["static_tried"])
+        # Both autoscalers start from the static split (what one would deploy first): from there
+        # they may save GPUs in the troughs and must hold the SLO at the peaks.
+        last = (row["static"] or row["static_tried"][-1])["split"]
+        start = (int(last.split("P")[0]), int(last.split("P")[1].rstrip("D")))
+        row["start"] = last
         for s in startups:
             args = engine_args(npz, s)
             cfg = PolicyConfig(ttft_ms=TTFT_MS, tpot_ms=TPOT_MS, prefill=RoleLimits(1, MAX_P, GPUS_P),

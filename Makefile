@@ -176,3 +176,12 @@ perf-seed-table: perf-venv
 # memory with and without the perf extra; prints numbers (bench/README.md).
 bench-perf-predict: venv perf-venv
 	$(PY) bench/perf_predict.py
+# Offline closed loop (bench/autoscale.py): qdd's autoscaler vs Dynamo 1.4.2's Planner vs the cheapest
+# static split, both Azure LLM 2023 traces, in Dynamo's mocker/replay with AIConfigurator GB200 timing,
+# engine start-up swept 0–300 s. ≈ 15 min on 2 cores; writes bench/results/autoscale.json. Not a test.
+.PHONY: bench-autoscale autoscale-venv
+autoscale-venv:
+	bash hack/autoscale-bench-venv.sh
+
+bench-autoscale: autoscale-venv
+	$(ROOT)/.qdd/autoscale-venv/bin/python bench/autoscale.py

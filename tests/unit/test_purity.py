@@ -11,7 +11,7 @@ import pytest
 from ..conftest import ROOT
 
 PACKAGE = ROOT / "operator" / "src" / "qdd"
-PURE = ("api", "catalog", "plan", "render")
+PURE = ("api", "catalog", "plan", "render", "autoscale")
 FORBIDDEN = ("kopf", "kubernetes")
 
 

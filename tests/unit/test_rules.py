@@ -19,7 +19,7 @@ from ..conftest import EXAMPLES, load
 from .helpers import plan_of
 
 _TOKEN = re.compile(r"\s*(?:(?P<str>'[^']*')|(?P<num>\b\d+\b)|has\((?P<has>self(?:\.\w+)+)\)|(?P<path>self(?:\.(?!startsWith|lowerAscii)\w+)+)"
-                    r"|(?P<meth>\.startsWith|\.lowerAscii)|(?P<op>&&|\|\||==|!=|>=|<=|!|\+|\(|\)|\[|\]|,|\bin\b))")
+                    r"|(?P<meth>\.startsWith|\.lowerAscii)|(?P<op>&&|\|\||==|!=|>=|<=|!|\+|\*|\(|\)|\[|\]|,|\bin\b))")
 _METHODS = {".startsWith": ".startswith", ".lowerAscii": ".lower"}
 _OPS = {"&&": " and ", "||": " or ", "!": " not ", "in": " in "}
 
@@ -108,6 +108,20 @@ SCENARIOS: dict[str, tuple[Callable[[dict], None], str | None]] = {
     "router-port-is-metrics": (lambda s: s.setdefault("router", {}).update(port=29000), ".router.port"),
     "router-port-other": (lambda s: s.setdefault("router", {}).update(port=9000), None),
 }
+
+
+def _autoscaling(budget: int, p_min: int = 1, d_min: int = 1) -> Callable[[dict], None]:
+    # The seed: prefill DEP2 (2 GPUs per endpoint), decode DEP8 (8 GPUs per endpoint).
+    return lambda s: s.update(autoscaling={"targets": {"ttftMs": 2000, "tpotMs": 50}, "gpuBudget": budget,
+                                           "prefill": {"minEndpoints": p_min, "maxEndpoints": 8},
+                                           "decode": {"minEndpoints": d_min, "maxEndpoints": 4}})
+
+
+SCENARIOS.update({
+    "autoscaling-budget-holds-minimum": (_autoscaling(10), None),
+    "autoscaling-budget-below-minimum": (_autoscaling(9), ".autoscaling.gpuBudget"),
+    "autoscaling-budget-below-raised-minimum": (_autoscaling(19, p_min=2, d_min=2), ".autoscaling.gpuBudget"),
+})
 
 
 def _scenario(name: str) -> dict[str, Any]:

@@ -268,6 +268,42 @@ ARCHITECTURE_RULES = (
 """An inline architecture whose numbers contradict each other (issue 21: absurd predictions)."""
 
 
+def _min_gpus_cel(role: str) -> str:
+    # Defaulting runs before CEL: minEndpoints (1) and tensorParallel (1) are always present.
+    return f"self.autoscaling.{role}.minEndpoints * self.{role}.topology.dataParallel * self.{role}.topology.tensorParallel"
+
+
+def endpoint_gpus(s: Any, role: str) -> int:
+    """GPUs one endpoint of ``role`` holds: DP ranks × TP size."""
+    topo = getattr(s, role).topology
+    return int(topo.data_parallel * topo.tensor_parallel)
+
+
+def _budget_holds_minimum(s: Any) -> bool:
+    a = s.autoscaling
+    return a is None or a.gpu_budget >= sum(getattr(a, r).min_endpoints * endpoint_gpus(s, r) for r in ("prefill", "decode"))
+
+
+def _budget_given(s: Any) -> str:
+    a = s.autoscaling
+    need = " + ".join(f"{getattr(a, r).min_endpoints} × {endpoint_gpus(s, r)}" for r in ("prefill", "decode"))
+    return f"gpuBudget {a.gpu_budget}, minimum {need}"
+
+
+AUTOSCALING_RULES: list[Rule] = [
+    Rule(
+        cel=(f"!has(self.autoscaling) || self.autoscaling.gpuBudget >= {_min_gpus_cel('prefill')} + {_min_gpus_cel('decode')}"),
+        field=".autoscaling.gpuBudget",
+        message=("gpuBudget must hold minEndpoints of both roles (each endpoint holds dataParallel × tensorParallel GPUs): "
+                 "raise gpuBudget or lower autoscaling.prefill.minEndpoints / autoscaling.decode.minEndpoints"),
+        check=_budget_holds_minimum,
+        given=_budget_given,
+    ),
+]
+"""Rules of spec.autoscaling that need the roles' topologies (the rest sit on the autoscaling models)."""
+SPEC_RULES += AUTOSCALING_RULES
+
+
 def cel_rules(rules: list[Rule]) -> dict[str, Any]:
     """``json_schema_extra`` carrying the rules as CRD ``x-kubernetes-validations``."""
     return {"x-kubernetes-validations": [{"rule": r.cel, "fieldPath": r.field, "message": r.message} for r in rules]}

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from .autoscaling import AutoscalingSpec
 from .base import ApiModel, cel
 from .rules import (ARCHITECTURE_RULES, CLUSTER_PLACEMENT_RULES, NODE_LOSS_TAINTS, SOURCE_RULES, SPEC_RULES, LocalRule,
                     cel_rules)
@@ -418,3 +419,4 @@ class QwenDisaggDeploymentSpec(ApiModel):
     rollout: RolloutSpec = Field(default_factory=RolloutSpec, json_schema_extra={"default": {}}, description="How a change of generation is rolled out.")
     validation: ValidationSpec = Field(default_factory=ValidationSpec, json_schema_extra={"default": {}}, description="Checks of the serving path the operator runs (the canary).")
     observe: ObserveSpec = Field(default_factory=ObserveSpec, json_schema_extra={"default": {}}, description="How the operator reads the engines' own metrics into status.serving and the serving conditions (docs/observability.md).")
+    autoscaling: AutoscalingSpec | None = Field(None, description="SLO-driven endpoint counts of both roles under a GPU budget (docs/autoscaling.md). Unset: off, the counts are prefill.endpoints and decode.endpoints.")

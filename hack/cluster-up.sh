@@ -130,8 +130,15 @@ add_engine_stages() {
   if ! grep -q 'name: qdd-engine-container-start' "$conf"; then
     { echo "---"; "$py" "$root/hack/cluster/engine_stages.py" stages; } >> "$conf"
   fi
-  stop_leftovers kwok-controller
-  "${offline_env[@]}" kwokctl start cluster --name "$name" --wait 60s --timeout 2m 9>&- >/dev/null
+  # kwok exits when its server port was taken meanwhile (another cluster on this machine): try again.
+  local try pidf="$cluster_dir/pids/kwok-controller.pid"
+  for try in 1 2 3; do
+    stop_leftovers kwok-controller
+    "${offline_env[@]}" kwokctl start cluster --name "$name" --wait 60s --timeout 2m 9>&- >/dev/null || true
+    sleep 3
+    if [ -s "$pidf" ] && kill -0 "$(cat "$pidf")" 2>/dev/null; then break; fi
+    log "kwok controller did not stay up (try $try; see its log): starting it again"
+  done
   log "engine start-up Stages added to kwok's configuration (hack/cluster/engine_stages.py)"
 }
 

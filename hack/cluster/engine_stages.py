@@ -253,7 +253,9 @@ def _meta(template: str) -> dict[str, Any]:
 
 
 def _exit() -> list[dict[str, Any]]:
-    return [_status(_EXITED), _meta(_AFTER_EXIT)]
+    # The annotations first: the pod leaves the crash's stage before its status changes, or the
+    # status patch's own event would match the crash again (kwok plays a stage on every new version).
+    return [_meta(_AFTER_EXIT), _status(_EXITED)]
 
 
 def stages() -> list[dict[str, Any]]:

@@ -26,7 +26,9 @@ def test_health_is_refused_until_the_engine_serves_then_a_completion_succeeds_at
     try:
         for e in (pair.prefill, pair.decode):
             seen = [a for _, a in e.health_seen]
-            assert seen[-1] == "200" and set(seen[:-1]) <= {"refused"}, (e.name, seen)
+            # before the first 200 no HTTP answer at all: refused (or, on a loaded machine, a timeout)
+            assert seen[-1] == "200" and not [a for a in seen[:-1] if a.isdigit()], (e.name, seen)
+            assert "refused" in seen[:-1], (e.name, seen)
             probe = _probes("prefill")["startupProbe"]
             budget = probe["periodSeconds"] * probe["failureThreshold"]
             assert e.ready_s is not None and e.ready_s < budget

@@ -270,6 +270,15 @@ def test_a_tiny_inline_architecture_is_refused():
     assert fields == ["spec.model.architecture.numKeyValueHeads", "spec.model.architecture.numExpertsPerTok"], fields
 
 
+def test_the_real_engine_tests_tiny_checkpoint_passes_the_floors():
+    # The CPU-engine tests serve a real tiny checkpoint (hidden 128, vocabulary 512): the floors that refuse
+    # a typo must still plan it, or every real-engine test fails before an engine starts.
+    from tests.realengine.deployment import CR
+
+    plan = build_plan(parse_resource(CR))
+    assert plan.spec.model.architecture.hidden_size == 128 and plan.spec.model.architecture.vocab_size == 512
+
+
 @pytest.mark.parametrize("where", ["value", "arg"])
 def test_nul_bytes_in_an_env_value_or_an_argument_are_refused(where):
     def mutate(s: dict[str, Any]) -> None:

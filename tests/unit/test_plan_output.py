@@ -122,7 +122,7 @@ def test_a_benchmark_beside_the_deployment_is_skipped_with_a_note(tmp_path, caps
     cli.main(["plan", "-f", str(both)])
     out, err = capsys.readouterr()
     assert out.startswith("default/qwen35-397b-4xdep2-1xdep8: ")
-    assert err == f"note: {both} (document 2): a QwenDisaggBenchmark, not planned (kubectl apply it with the deployment)\n"
+    assert err == f"note: {both} (document 2): a QwenDisaggBenchmark, checked, not planned (kubectl apply it with the deployment)\n"
     with pytest.raises(SystemExit) as e:
         cli.main(["plan", "-f", str(bench)])
     assert e.value.code == 2

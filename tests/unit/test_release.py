@@ -5,6 +5,7 @@ children's cache (objects, owner index, deletion marks, tombstones) and the cust
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import threading
 import time
@@ -99,7 +100,8 @@ def test_canary_answers_in_flight_when_the_resource_goes_are_released():
     c = CanaryChecker(lambda url, body, t: Answer(" Paris.", None, 200, 1.0), override="http://x", workers=1,
                       notify=lambda ns, n: (c.forget(ns, n), answered.set()))
     c._inflight.add(("ns", "gone"))
-    c._pool.submit(c._check, ("ns", "gone"), "http://x", {}, 1.0, "g", "h")
+    assert c._loop is not None  # workers=1: requests go to the checker's event loop
+    asyncio.run_coroutine_threadsafe(c._check(("ns", "gone"), "http://x", {}, 1.0, "g", "h"), c._loop)
     assert answered.wait(5)
     assert c._done == {} and c._inflight == set()
 

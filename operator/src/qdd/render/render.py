@@ -22,7 +22,8 @@ from .preflight import PreflightOptions, preflight_objects
 from .safe import ENV as _env
 from .safe import load, load_all
 from .tolerations import node_loss_tolerations
-from .trayclaims import pod_annotations, tray_claims
+from ..plan.trays import pods_per_tray
+from .trayclaims import pod_annotations, tray_claims, uses_tray_claims
 
 KIND_ORDER = ["ComputeDomain", "ResourceClaim", "Workload", "PodGroup", "ServiceAccount", "Role", "RoleBinding", "Service",
               "PodDisruptionBudget", "StatefulSet", "Job", "Pod", "Deployment"]
@@ -77,7 +78,9 @@ def _role_objects(plan: Plan, role: RolePlan, gang: bool) -> list[dict[str, Any]
     out = load_all(_env.get_template("service-headless.yaml.j2").render(
         **_ctx(plan, gang), name=name, role=role.role))
     if role.endpoints > 1:
-        out += load_all(_env.get_template("pdb.yaml.j2").render(**_ctx(plan, gang), name=name, role=role.role))
+        out += load_all(_env.get_template("pdb.yaml.j2").render(
+            **_ctx(plan, gang), name=name, role=role.role,
+            max_unavailable=pods_per_tray(plan, role) if uses_tray_claims(plan, role) else 1))
     if role.uses_statefulset:
         template = _pod(plan, role, role.pods[0], bare=False, gang=gang)
         text = _env.get_template("statefulset.yaml.j2").render(

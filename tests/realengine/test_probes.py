@@ -6,6 +6,7 @@ test_pd.py's has stopped."""
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .deployment import SERVED, engine_container, rendered, tiny_cr
@@ -22,8 +23,12 @@ def test_health_is_refused_until_the_engine_serves_then_a_completion_succeeds_at
     """What the startup and readiness probes see: connection refused (the API server does not listen
     before weights, compile and graphs are done), never an HTTP answer other than 200; the first 200
     means serving: a completion sent right then succeeds. The start is far inside the rendered budget."""
-    pair = start_pair(cpu_venv, checkpoint, logs)
+    # Both engines polled from their launch, side by side: waiting for one after the other let the
+    # second finish starting unobserved (its first /health was already 200 on a loaded machine).
+    pair = start_pair(cpu_venv, checkpoint, logs, wait=False)
     try:
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(lambda e: e.wait_ready(), (pair.prefill, pair.decode)))
         for e in (pair.prefill, pair.decode):
             seen = [a for _, a in e.health_seen]
             # before the first 200 no HTTP answer at all: refused (or, on a loaded machine, a timeout)

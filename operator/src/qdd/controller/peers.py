@@ -18,11 +18,17 @@ from .. import labels
 from .groups import GroupState, pod_ready
 
 
-def prefill_pod_uids(observed: list[dict[str, Any]]) -> dict[str, str]:
-    """{pod name: uid} of the prefill pods that exist and are not terminating."""
+def prefill_pod_uids(observed: list[dict[str, Any]], generation: str | None = None) -> dict[str, str]:
+    """{pod name: uid} of the prefill pods that exist and are not terminating; with ``generation``, only
+    those of that generation (a pod without the label counts as of it: made before generations). A
+    pod of another generation under the same name is a rollout's new engine (a superseding edit
+    recreates slot b's names), not a replaced peer: counting it recycled the new generation's decode
+    group right after the router switched to it."""
     return {o["metadata"]["name"]: o["metadata"]["uid"] for o in observed
             if o["kind"] == "Pod" and (o["metadata"].get("labels") or {}).get(labels.ROLE) == "prefill"
-            and not o["metadata"].get("deletionTimestamp") and o["metadata"].get("uid")}
+            and not o["metadata"].get("deletionTimestamp") and o["metadata"].get("uid")
+            and (generation is None or (o["metadata"].get("labels") or {}).get(labels.GENERATION, generation)
+                 == generation)}
 
 
 def replaced(recorded: dict[str, str], current: dict[str, str]) -> list[str]:

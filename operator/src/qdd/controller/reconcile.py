@@ -289,7 +289,7 @@ class Reconciler:
         if plan.profile.nixl_recovers_peer_restart:
             return None, None
         status, now = cr.get("status") or {}, _now()
-        gone = replaced(status.get("prefillPods") or {}, prefill_pod_uids(observed))
+        gone = replaced(status.get("prefillPods") or {}, prefill_pod_uids(observed, plan.generation))
         pending = burst(status.get("peerRestartPending"), gone, now)
         if pending is None:
             return None, None

@@ -163,8 +163,11 @@ def _prefill_record(cr: dict[str, Any], plan: Plan | None, obs: Observed) -> dic
     """status.prefillPods: the UIDs seen now, and the last UID of a desired prefill pod that is
     missing at this moment (deleted, not yet recreated): its replacement must still be recognised."""
     recorded = (cr.get("status") or {}).get("prefillPods") or {}
+    if plan is not None and ((cr.get("status") or {}).get("rollout") or {}).get("generation",
+                                                                            plan.generation) != plan.generation:
+        recorded = {}  # a new target generation: its pods replace no peer (qdd.controller.peers.prefill_pod_uids)
     desired = {p.name for p in plan.prefill.pods} if plan is not None else set(recorded)
-    current = prefill_pod_uids(list(obs.children.values()))
+    current = prefill_pod_uids(list(obs.children.values()), plan.generation if plan is not None else None)
     return {n: uid for n, uid in sorted(recorded.items()) if n in desired and n not in current} | current
 
 

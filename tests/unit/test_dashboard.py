@@ -94,14 +94,19 @@ def helm() -> str | None:
 
 
 def render_podmonitor(tmp: Path, values: dict[str, Any]) -> list[dict[str, Any]]:
-    """`helm template` of the template alone, in a scratch chart (the real chart may not exist yet)."""
+    """`helm template` of the PodMonitor template alone (:func:`render_template`)."""
+    return render_template(PODMONITOR, tmp, values)
+
+
+def render_template(template: Path, tmp: Path, values: dict[str, Any]) -> list[dict[str, Any]]:
+    """`helm template` of one chart template alone, in a scratch chart (the real chart may not exist yet)."""
     binary = helm()
     if not binary:
         pytest.fail("helm is not built: run `make tools` (make test does)")
     chart = tmp / "qdd-operator"
     (chart / "templates").mkdir(parents=True)
     (chart / "Chart.yaml").write_text("apiVersion: v2\nname: qdd-operator\nversion: 0.0.0-test\n")
-    shutil.copy(PODMONITOR, chart / "templates" / PODMONITOR.name)
+    shutil.copy(template, chart / "templates" / template.name)
     (tmp / "values.yaml").write_text(yaml.safe_dump(values))
     proc = subprocess.run([binary, "template", "r", str(chart), "-n", "qdd-system", "-f", str(tmp / "values.yaml")],
                           capture_output=True, text=True, timeout=60)

@@ -5,35 +5,21 @@ checks of tests/unit/test_dashboard.py), thresholds defaulting to spec.observe.t
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from qdd.api.conditions import SERVING_TYPES
 from qdd.api.observe import ObserveThresholds
 
-from .test_dashboard import CHART, TARGET_LABELS, check_expr, helm, qdd_series, relabel_targets, vllm_series
+from .test_dashboard import CHART, TARGET_LABELS, check_expr, qdd_series, relabel_targets, render_template, vllm_series
 
 RULE = CHART / "templates" / "prometheusrule.yaml"
 
 
 def render(tmp: Path, values: dict[str, Any]) -> list[dict[str, Any]]:
-    binary = helm()
-    if not binary:
-        pytest.fail("helm is not built: run `make tools` (make test does)")
-    chart = tmp / "qdd-operator"
-    (chart / "templates").mkdir(parents=True)
-    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: qdd-operator\nversion: 0.0.0-test\n")
-    shutil.copy(RULE, chart / "templates" / RULE.name)
-    (tmp / "values.yaml").write_text(yaml.safe_dump(values))
-    proc = subprocess.run([binary, "template", "r", str(chart), "-n", "qdd-system", "-f", str(tmp / "values.yaml")],
-                          capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    return [d for d in yaml.safe_load_all(proc.stdout) if d]
+    return render_template(RULE, tmp, values)
 
 
 def chart_defaults() -> dict[str, Any]:

@@ -154,7 +154,13 @@ def test_a_replaced_prefill_engine_restarts_the_decode_group_and_serving_waits_f
     _ready(t)
     decode_before = {p["metadata"]["uid"] for p in t.engines() if p["metadata"]["labels"]["qdd.dev/role"] == "decode"}
     since = t.polls[-1].t
+    # The status learns of the deletion only on the operator's next pass, while the StatefulSet
+    # recreates the pod at once: Ready=True is checked against the pods from the operator's first
+    # Ready=False on (PeerRestartPending), not in the moment before it.
+    t.check_ready = False
     kube.kubectl("delete", "pod", f"{t.name}-prefill-1", "-n", namespace, "--wait=false")
+    t.until(lambda o, p: cond(o, "Ready").get("status") == "False", 60, "the operator's first pass after the deletion")
+    t.check_ready = True
 
     def back(o, p):
         decode = [x for x in t.engines() if x["metadata"]["labels"]["qdd.dev/role"] == "decode"]

@@ -53,11 +53,21 @@ def run_in_venv(venv: Path, script: str, *args: str, stdin: str | None = None, t
 
 
 @dataclass
+class Launch:
+    """A pair's start as a startup probe saw it (``Engine.health_seen`` of both, polled side by side
+    from launch), then ``completion``: (status, body) of one completion sent to decode the moment both
+    said 200."""
+
+    completion: tuple[int, Any]
+
+
+@dataclass
 class Pair:
     prefill: Engine
     decode: Engine
     objects: list[dict[str, Any]]
     substitutions: dict[str, list[Substitution]] = field(default_factory=dict)
+    launch: Launch | None = None
 
     def stop(self) -> None:
         """Stop both engines (both, even if the first raises); raises if a process survived."""

@@ -6,6 +6,8 @@ with its Warning event — and both clear, with a Normal event, once the pair ru
 
 The pods are the two engine processes (named as the operator names a deployment's pods); the
 Observer reads them through the real reader, with the engine's port in place of the pod's IP.
+Two pairs with one guardrail bypassed each raise the two conditions; the package's shared pair (as
+qdd renders it, tests/realengine/conftest.py) clears both — one pair at a time.
 With QDD_UPDATE_FIXTURES=1 the healthy pair's /metrics bodies are written to
 tests/unit/data/vllm-engine-metrics-{prefill,decode}.txt (the engine test double's source,
 hack/fake_engine_metrics.py); without it, the live bodies must have the committed families.
@@ -30,7 +32,7 @@ from qdd.controller.serving import serving_events
 from ..conftest import ROOT
 from .engines import post_json
 from .guardrails import PROMPTS, _body, _direct, kv_cache_fp8_on_decode, lease_2s
-from .pair import Pair, start_pair, start_router
+from .pair import Pair, nixl_stats, start_pair, start_router
 
 SPEC = ObserveSpec.model_validate({"periodSeconds": 5, "windowSeconds": 60})
 """A 60 s window: the read before and the read after the requests (two late ones take 16 s) fall in
@@ -81,7 +83,7 @@ class Deployment:
 
 
 START_TIMEOUT_S = 900.0
-"""Longer than the harness's 300 s: four pairs start one after another on a machine others load."""
+"""Longer than the harness's 300 s: pairs start one after another on a machine others load."""
 
 
 def _start(venv: Path, model: Path, logs: Path, edit: Any = None) -> Pair:
@@ -110,8 +112,8 @@ def dep() -> Deployment:
     return Deployment()
 
 
-def test_reader_parses_real_engine_metrics_and_the_lease_condition_is_raised_then_cleared(cpu_venv, checkpoint,
-                                                                                         logs: Path, dep: Deployment):
+def test_a_kv_lease_shorter_than_decodes_read_delay_raises_the_lease_condition(cpu_venv, checkpoint, logs: Path,
+                                                                              dep: Deployment):
     # A KV lease of 2 s (what spec.kvTransfer.leaseSeconds' CEL rule refuses) and decode reading 8 s late.
     dep.pair = _start(cpu_venv, checkpoint, _logs(logs, "lease"), edit=lease_2s)
     try:
@@ -126,27 +128,10 @@ def test_reader_parses_real_engine_metrics_and_the_lease_condition_is_raised_the
         assert dep.events[-1][:2] == ("Warning", "KVLeaseExpired")
     finally:
         dep.pair.stop()
-    # The fix: the lease qdd renders (120 s); the same late reads are now in time.
-    dep.pair = _start(cpu_venv, checkpoint, _logs(logs, "fixed"))
-    try:
-        assert _late(dep.pair) == [200, 200]
-        conds = dep.settle()
-        assert (conds["KVLeaseExpiring"]["status"], conds["KVLeaseExpiring"]["reason"]) == ("False", "LeasesHeld")
-        assert dep.events[-1][:2] == ("Normal", "LeasesHeld") and "KVLeaseExpiring cleared" in dep.events[-1][2]
-        # The reader on real output: both roles' engines, tokens, the decode's transfers.
-        r = read_pod(dep.pair.decode.base + "/metrics", PODS["decode"], "decode", 0)
-        assert r.error is None and [e.engine for e in r.engines] == ["0"] and r.series > 100 and r.bytes > 10_000
-        assert r.engines[0].transfers == 2 and r.engines[0].generation_tokens >= 2 * 16
-        j = dep.observer.judgement(NS, NAME)[0]
-        assert j.roles["decode"].engines == 1 and j.roles["prefill"].engines == 1
-        assert [c["status"] for c in j.conditions] == ["False"] * 5, j.conditions
-        _capture(dep.pair, logs)
-    finally:
-        dep.pair.stop()
 
 
-def test_kv_dtype_mismatch_raises_transfer_failing_then_clears(cpu_venv, checkpoint, logs: Path, dep: Deployment):
-    dep.events.clear()
+def test_a_kv_dtype_mismatch_between_the_roles_raises_transfer_failing(cpu_venv, checkpoint, logs: Path,
+                                                                       dep: Deployment):
     dep.pair = _start(cpu_venv, checkpoint, _logs(logs, "dtype"), edit=kv_cache_fp8_on_decode)
     try:
         router, _ = start_router(dep.pair, _logs(logs, "dtype"))
@@ -160,17 +145,38 @@ def test_kv_dtype_mismatch_raises_transfer_failing_then_clears(cpu_venv, checkpo
         assert ("Warning", "KVTransfersFailing") in [e[:2] for e in dep.events]
     finally:
         dep.pair.stop()
-    dep.pair = _start(cpu_venv, checkpoint, _logs(logs, "fixed2"))
-    try:
-        router, _ = start_router(dep.pair, _logs(logs, "fixed2"))
-        with router:
-            assert [post_json(router.base + "/v1/completions", _body(p), timeout=60)[0] for p in PROMPTS] == [200] * 4
-        conds = dep.settle()
-        assert (conds["KVTransferFailing"]["status"], conds["KVTransferFailing"]["reason"]) == ("False",
-                                                                                            "NoFailedTransfers")
-        assert dep.events[-1][:2] == ("Normal", "NoFailedTransfers")
-    finally:
-        dep.pair.stop()
+
+
+def test_both_clear_on_the_pair_as_qdd_renders_it_and_the_reader_parses_its_metrics(pair: Pair, router, logs: Path,
+                                                                                   dep: Deployment):
+    """The fix of both: the package's pair, exactly as rendered (lease 120 s, one KV dtype). The same
+    late reads are in time and the same requests through the router transfer; after a window both
+    conditions are False, each with its Normal event after its Warning."""
+    dep.pair = pair
+    before = nixl_stats(pair.decode.metrics())
+    assert _late(pair) == [200, 200]
+    r, _ = router
+    assert [post_json(r.base + "/v1/completions", _body(p), timeout=60)[0] for p in PROMPTS] == [200] * 4
+    after = nixl_stats(pair.decode.metrics())
+    assert after["expired"] == before["expired"] and after["failed_transfers"] == before["failed_transfers"]
+    conds = dep.settle()
+    assert (conds["KVLeaseExpiring"]["status"], conds["KVLeaseExpiring"]["reason"]) == ("False", "LeasesHeld")
+    assert (conds["KVTransferFailing"]["status"], conds["KVTransferFailing"]["reason"]) == ("False",
+                                                                                        "NoFailedTransfers")
+    kinds = [e[:2] for e in dep.events]
+    for warning, normal in ((("Warning", "KVLeaseExpired"), ("Normal", "LeasesHeld")),
+                            (("Warning", "KVTransfersFailing"), ("Normal", "NoFailedTransfers"))):
+        assert warning in kinds and normal in kinds[kinds.index(warning):], dep.events
+    assert any(e[1] == "LeasesHeld" and "KVLeaseExpiring cleared" in e[2] for e in dep.events), dep.events
+    # The reader on real output: both roles' engines, tokens, the decode's transfers.
+    m = read_pod(pair.decode.base + "/metrics", PODS["decode"], "decode", 0)
+    assert m.error is None and [e.engine for e in m.engines] == ["0"] and m.series > 100 and m.bytes > 10_000
+    assert m.engines[0].transfers == after["transfers"] and after["transfers"] - before["transfers"] == 2 + len(PROMPTS)
+    assert m.engines[0].generation_tokens >= 2 * 16
+    j = dep.observer.judgement(NS, NAME)[0]
+    assert j.roles["decode"].engines == 1 and j.roles["prefill"].engines == 1
+    assert [c["status"] for c in j.conditions] == ["False"] * 5, j.conditions
+    _capture(pair, logs)
 
 
 def _families(text: str) -> dict[str, tuple[str, frozenset[str]]]:

@@ -29,8 +29,12 @@ crds: venv
 	$(PY) -m qdd.cli crd --kind benchmark -o crds/qdd.dev_qwendisaggbenchmarks.yaml
 	cp crds/qdd.dev_qwendisaggdeployments.yaml crds/qdd.dev_qwendisaggbenchmarks.yaml charts/qdd-operator/files/crds/
 
-test: setup lint
-	$(PY) -m pytest -q --durations=40 tests
+# Lint and the unit tests need only the Python venv: they run while the Go-built control plane
+# (CPU-bound) and the engine venvs (pip, mostly download and disk) install, side by side; then
+# the tests that need those. A cold run saves about the venvs' install time.
+test: venv
+	$(MAKE) --no-print-directory -j5 --output-sync=target lint test-unit tools vllm-venv cpu-engine-venv perf-venv
+	$(PY) -m pytest -q --durations=40 tests/contract tests/integration tests/realengine
 
 # ruff (with a complexity bound), mypy (pydantic plugin) and the import-linter layer contracts,
 # all configured in operator/pyproject.toml.
@@ -40,7 +44,7 @@ lint: venv
 	cd operator && $(VENV)/bin/lint-imports
 
 test-unit: venv
-	$(PY) -m pytest -q tests/unit
+	$(PY) -m pytest -q --durations=15 tests/unit
 
 test-contract: venv vllm-venv
 	$(PY) -m pytest -q tests/contract

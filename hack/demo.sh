@@ -33,7 +33,9 @@ cat <<EOT
 
 NOTE: the nodes are simulated by kwok (fake GB200 trays: no GPUs, no containers run) and the
 IMEX channel / ComputeDomain side is a test double for NVIDIA's DRA driver. The API server,
-etcd, scheduler, controller-manager and the operator are real.
+etcd, scheduler, controller-manager and the operator are real. No engine runs, so nothing serves
+/metrics: the serving columns of `kubectl get qdd -o wide` stay empty and the serving conditions
+say Unknown (NoEngineMetrics); the integration tests serve them with hack/fake_engine_metrics.py.
 
 Look further:
   export KUBECONFIG=$KUBECONFIG PATH=$root/.qdd/bin:$root/.qdd/venv/bin:\$PATH

@@ -244,7 +244,7 @@ def test_no_domain_fits_binds_nothing_says_why_with_numbers_then_recovers(kube, 
         placed, ready = _cond(got, "Placed"), _cond(got, "Ready")
         assert placed["status"] == "False"
         assert "16 GPUs in 6 pods asked in one NVLink domain" in placed["message"]
-        assert f"{R1}: 8 of 18 nodes (largest on one node 4)" in placed["message"]
+        assert f"{R1}: 8 GPUs free on 18 nodes (at most 4 on one node)" in placed["message"]
         assert ready["status"] == "False" and ready["reason"] == "InsufficientNVLinkDomainCapacity"
         time.sleep(3)  # the scheduler has tried: still not one pod bound
         pods = engine_pods(kube, namespace, "tight")
@@ -355,7 +355,7 @@ def test_node_loss_recreates_the_group_in_the_same_domain_or_says_why(racks2, ra
         # the recreated group's old leader left one tray free: 4 GPUs, one whole tray, too few for DEP8
         assert f"2 pods (8 GPUs) of the whole deployment (4 x DEP2 prefill + 1 x DEP8 decode) cannot be placed in " \
                f"NVLink domain {domain}, where the rest of the gang is bound" in msg, msg
-        assert f"{domain}: 4 of 16 nodes (largest on one node 4)" in msg, msg
+        assert f"{domain}: 4 GPUs free on 16 nodes (at most 4 on one node)" in msg, msg
         decode = [p for p in engine_pods(k, ns, "lossy") if p["metadata"]["labels"]["qdd.dev/role"] == "decode"
                   and not p["metadata"].get("deletionTimestamp")]
         assert decode and bound(decode) == []  # never half a group, never in the other rack

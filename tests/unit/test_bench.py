@@ -75,6 +75,10 @@ def test_jobs_of_the_seed():
     assert "nvidia.com/gpu" not in json.dumps(pod["containers"][0]["resources"])
     lab = job["metadata"]["labels"]
     assert lab["qdd.dev/role"] == "benchmark" and "qdd.dev/deployment" not in lab and lab["qdd.dev/step"] == "accuracy"
+    # the sweep pods do not mount the GSM8K claim: they would not start where it is missing
+    sweep = rb.benchmark_job("b", s, plan, "sweep-0")["spec"]["template"]["spec"]
+    assert [v["name"] for v in sweep["volumes"]] == ["scripts"]
+    assert [m["name"] for m in sweep["containers"][0]["volumeMounts"]] == ["scripts"]
     scripts = rb.scripts_configmap("b", plan)
     assert set(scripts["data"]) == {"results.py", "gsm8k.py"} and "def compact" in scripts["data"]["results.py"]
 

@@ -156,6 +156,16 @@ def test_a_pinned_expected_answer_is_required_from_the_first_check():
     assert judge(r, GEN, RH, _ok(" Paris."), " Paris.", "2030-01-01T00:01:00Z")["lastResult"] == "Passed"
 
 
+def test_removing_the_pinned_expected_answer_lets_the_next_answer_become_the_baseline():
+    """A user who pinned a wrong ``expected`` and removes it is Ready again at the next check, in
+    the same generation (the pinned baseline went on forever before)."""
+    pinned = judge(None, GEN, RH, _ok(" Paris."), " London.", "2030-01-01T00:00:00Z")
+    assert (pinned["lastResult"], pinned["baselineSource"]) == ("Mismatch", "expected")
+    freed = judge(pinned, GEN, RH, _ok(" Paris."), None, "2030-01-01T00:00:30Z")
+    assert (freed["lastResult"], freed["baselineSource"], freed["answer"]) == ("Passed", "first-answer", " Paris.")
+    assert judge(freed, GEN, RH, _ok(" Lyon."), None, "2030-01-01T00:01:00Z")["lastResult"] == "Mismatch"
+
+
 def test_long_answers_are_truncated_in_the_status_but_compared_whole():
     long = "a" * 1000
     r = judge(None, GEN, RH, _ok(long), None, "2030-01-01T00:00:00Z")

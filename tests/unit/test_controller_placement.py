@@ -58,7 +58,7 @@ def test_no_domain_fits_names_the_gpus_asked_and_the_free_gpus_per_domain():
     assert (status, reason) == (False, INSUFFICIENT)
     assert "the whole deployment (4 x DEP2 prefill + 1 x DEP8 decode): 16 GPUs in 6 pods asked in one NVLink domain" \
         in msg
-    assert f"{R2}: 12 of 18 nodes (largest on one node 4), {R1}: 8 of 18 nodes (largest on one node 2)" in msg
+    assert f"{R2}: 12 GPUs free on 18 nodes (at most 4 on one node), {R1}: 8 GPUs free on 18 nodes (at most 2 on one node)" in msg
 
 
 def test_a_podgroup_marked_unschedulable_with_no_cause_stated_is_not_a_capacity_shortage():
@@ -162,4 +162,4 @@ def test_a_gang_already_placed_whose_recreated_pods_cannot_come_back_says_so():
     assert (status, reason) == (False, INSUFFICIENT)
     assert f"2 pods (8 GPUs) of the whole deployment (4 x DEP2 prefill + 1 x DEP8 decode) cannot be placed in " \
            f"NVLink domain {R1}, where the rest of the gang is bound" in msg
-    assert f"{R1}: 4 of 16 nodes (largest on one node 4)" in msg
+    assert f"{R1}: 4 GPUs free on 16 nodes (at most 4 on one node)" in msg

@@ -78,13 +78,16 @@ def due(record: dict[str, Any] | None, generation: str, req_hash: str, now: dt.d
 def judge(record: dict[str, Any] | None, generation: str, req_hash: str, answer: Answer, expected: str | None,
           now: str) -> dict[str, Any]:
     """The new record after one check. The baseline is ``expected`` when pinned, else the first
-    answer of the generation; a failed first check keeps no baseline (the next answer becomes it)."""
+    answer of the generation (or the first since ``expected`` was removed); a failed first check
+    keeps no baseline (the next answer becomes it)."""
     old = dict(record) if record is not None and same_baseline(record, generation, req_hash) else {}
     base: dict[str, Any] = {"generation": generation, "requestHash": req_hash, "lastCheckTime": now,
                             "latencyMs": answer.latency_ms}
     if expected is not None:
         base |= {"answer": _short(expected), "answerHash": answer_hash(expected), "baselineSource": "expected"}
-    elif old.get("answerHash"):
+    elif old.get("answerHash") and old.get("baselineSource") != "expected":
+        # A baseline pinned by ``expected`` goes with the field: once it is removed the next answer
+        # becomes the baseline, as if the generation had started without it.
         base |= {k: old[k] for k in ("answer", "answerHash", "baselineSource") if k in old}
     if answer.text is None:
         return base | {"lastResult": FAILED, "message": _short(answer.error or "no answer")}

@@ -109,7 +109,7 @@ def _domains_text(domains: list[Domain] | None) -> str:
         return "free GPUs per domain unknown (the operator cannot list nodes and pods cluster-wide)"
     if not domains:
         return f"no Ready node carries the {CLIQUE} label"
-    listed = ", ".join(f"{d.clique}: {d.free} of {d.nodes} nodes (largest on one node {d.largest})"
+    listed = ", ".join(f"{d.clique}: {d.free} GPUs free on {d.nodes} nodes (at most {d.largest} on one node)"
                        for d in domains[:DOMAINS_LISTED])
     more = f", and {len(domains) - DOMAINS_LISTED} more" if len(domains) > DOMAINS_LISTED else ""
     return f"free GPUs per NVLink domain ({CLIQUE}): {listed}{more}"

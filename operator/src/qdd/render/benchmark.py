@@ -126,8 +126,10 @@ def _script(step: str, spec: BenchmarkSpec, plan: Plan, served: str, tokenizer: 
             f"python3 {SCRIPTS_DIR}/results.py compact {RESULT_DIR}/result.json > {TERMINATION_LOG}")
 
 
-def _volumes(spec: BenchmarkSpec, plan: Plan, scripts: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(volumes, mounts): the scripts, the model's PVC or HF cache as the engines mount them, GSM8K data."""
+def _volumes(spec: BenchmarkSpec, plan: Plan, scripts: str,
+             step: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(volumes, mounts): the scripts, the model's PVC or HF cache as the engines mount them, and the
+    GSM8K data in the accuracy step only (a sweep pod mounting it could not start without it)."""
     vols: list[dict[str, Any]] = [{"name": "scripts", "configMap": {"name": scripts}}]
     mounts: list[dict[str, Any]] = [{"name": "scripts", "mountPath": SCRIPTS_DIR, "readOnly": True}]
     src = plan.spec.model.source
@@ -138,7 +140,7 @@ def _volumes(spec: BenchmarkSpec, plan: Plan, scripts: str) -> tuple[list[dict[s
     if src and src.hugging_face and src.hugging_face.cache_pvc:
         vols.append({"name": "hf-cache", "persistentVolumeClaim": {"claimName": src.hugging_face.cache_pvc}})
         mounts.append({"name": "hf-cache", "mountPath": "/hf-cache"})
-    if spec.accuracy and spec.accuracy.source:
+    if step == "accuracy" and spec.accuracy and spec.accuracy.source:
         vols.append({"name": "gsm8k", "persistentVolumeClaim": {"claimName": spec.accuracy.source.claim_name,
                                                                 "readOnly": True}})
         mounts.append({"name": "gsm8k", "mountPath": DATA_DIR, "subPath": spec.accuracy.source.path, "readOnly": True})
@@ -150,7 +152,7 @@ def benchmark_job(bench: str, spec: BenchmarkSpec, plan: Plan, step: str) -> dic
     leader = plan.prefill.pods[0]
     argv = list(leader.argv)
     served = argv[argv.index("--served-model-name") + 1] if "--served-model-name" in argv else plan.served_model_name
-    vols, mounts = _volumes(spec, plan, scripts_name(bench))
+    vols, mounts = _volumes(spec, plan, scripts_name(bench), step)
     env = [e.to_k8s() for e in leader.env if e.name.startswith("HF_")]
     container = {"name": "bench", "image": spec.image or plan.spec.engine.image,
                  "imagePullPolicy": plan.spec.engine.image_pull_policy,

@@ -154,6 +154,21 @@ def _unknown(why: str, g: int | None) -> list[dict[str, Any]]:
             _cond(C.ENGINE_STALLED, None, R.NO_ENGINE_METRICS, why, g)]
 
 
+def _not_allowed(why: str, g: int | None) -> list[dict[str, Any]]:
+    """Every serving condition Unknown: the source the spec names may not be read (one call per type)."""
+    return [_cond(C.KV_TRANSFER_FAILING, None, R.PROMETHEUS_NOT_ALLOWED, why, g),
+            _cond(C.KV_LEASE_EXPIRING, None, R.PROMETHEUS_NOT_ALLOWED, why, g),
+            _cond(C.KV_CACHE_SATURATED, None, R.PROMETHEUS_NOT_ALLOWED, why, g),
+            _cond(C.REQUESTS_QUEUEING, None, R.PROMETHEUS_NOT_ALLOWED, why, g),
+            _cond(C.ENGINE_STALLED, None, R.PROMETHEUS_NOT_ALLOWED, why, g)]
+
+
+def not_allowed(why: str, generation: int | None = None) -> Judgement:
+    """The judgement of a deployment whose spec.observe.prometheus.url the operator may not query:
+    nothing read, every serving condition Unknown with ``why`` (the field and its fix)."""
+    return Judgement({role: RoleServing(role) for role in ROLES}, [], _not_allowed(why, generation), [why])
+
+
 def judge(reads: Mapping[str, Sequence[PodRead]], thresholds: ObserveThresholds, window_seconds: int, now: float,
           generation: int | None = None, lease_seconds: int | None = None) -> Judgement:
     """``reads``: pod -> its reads, oldest first (the reader's window: spec.observe.windowSeconds,

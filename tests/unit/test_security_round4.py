@@ -338,3 +338,18 @@ def test_calibration_never_writes_a_profile_that_does_not_read_back():
             for c in range(1, 600)]
     kept = calibrate(prof, many).measured
     assert len(kept) == 512 and kept[-1].concurrency == 599  # the newest
+
+
+# --- the simulated engine start-up (kwok Stages): test-only, never in what production applies -------
+
+def test_the_simulated_startup_configmap_reaches_nothing_qdd_ships():
+    """hack/cluster/engine_stages.py's admission policy copies ConfigMap qdd-sim-engine-startup of a
+    namespace onto engine pods (a TEST DOUBLE of the kubelet's engine start): neither the operator,
+    its chart, its CRDs nor any rendered golden names it or its annotations."""
+    from ..conftest import ROOT
+    shipped = [*(ROOT / "operator" / "src").rglob("*.py"), *(ROOT / "operator" / "src").rglob("*.j2"),
+               *(ROOT / "charts").rglob("*.yaml"), *(ROOT / "charts").rglob("*.tpl"), *(ROOT / "crds").glob("*.yaml"),
+               *(ROOT / "tests" / "golden").glob("*.yaml")]
+    assert len(shipped) > 50
+    named = [p for p in shipped if "engine.sim.qdd.dev" in p.read_text() or "qdd-sim-engine-startup" in p.read_text()]
+    assert named == []

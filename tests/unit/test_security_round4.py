@@ -353,3 +353,51 @@ def test_the_simulated_startup_configmap_reaches_nothing_qdd_ships():
     assert len(shipped) > 50
     named = [p for p in shipped if "engine.sim.qdd.dev" in p.read_text() or "qdd-sim-engine-startup" in p.read_text()]
     assert named == []
+
+
+# --- children are found by label: a pod anyone in the namespace may create ------------------------
+
+def _intruder(bad: dict[str, str], owner_uid: str = "u") -> dict:
+    from qdd import labels
+
+    from .controller_world import live, running
+    from .test_controller_status import NAME
+    pod = live({"apiVersion": "v1", "kind": "Pod", "spec": {"containers": [{"name": "x", "image": "x"}]},
+                "metadata": {"name": "intruder", "namespace": "default",
+                             "ownerReferences": [{"kind": "ReplicaSet", "name": "x", "uid": owner_uid, "controller": True}],
+                             "labels": {labels.DEPLOYMENT: NAME, labels.ROLE: "prefill", **bad}}}, 99)
+    pod["status"] = running()
+    return pod
+
+
+@pytest.mark.parametrize("bad", [{"qdd.dev/endpoint": "x"},
+                                 {"qdd.dev/role": "decode", "qdd.dev/endpoint": "0", "qdd.dev/group-size": "x"},
+                                 {"qdd.dev/role": "decode", "qdd.dev/endpoint": "0", "qdd.dev/revision": "other"}])
+def test_a_foreign_pod_labelled_as_an_engine_neither_stops_nor_recycles_the_deployment(bad):
+    """Before: a pod anyone who may create pods in the namespace labelled as an engine of the
+    deployment was taken for one: a non-numeric endpoint (or group-size) label raised in every pass
+    (no reconcile, no status), and one labelled as decode endpoint 0 of another revision made the
+    operator delete that endpoint's real leader and worker (the group 'outdated'), on every pass."""
+    from .test_controller_status import SEED, FakeKube, _reconcile, cond
+    kube = FakeKube(SEED)
+    _reconcile(kube)
+    kube.settle()
+    _reconcile(kube)
+    assert cond(kube.cr["status"], "Ready")["status"] == "True"
+    kube.objs[("Pod", "intruder")] = _intruder(bad)
+    assert [w for w in _reconcile(kube) if w[0] == "delete"] == []
+    assert cond(kube.cr["status"], "Ready")["status"] == "True"
+
+
+def test_numeric_labels_qdd_reads_are_parsed_without_raising():
+    """The same labels on a pod whose controller reference names the deployment (forged, or an older
+    operator's): read as absent, never an exception."""
+    from qdd import labels
+    from qdd.controller.groups import group_states
+
+    from .controller_world import desired_of
+    from .test_controller_status import SEED
+    assert [labels.index(v) for v in ("0", "12", "x", "²", "1234567", "", None)] == [0, 12, None, None, None, None, None]
+    desired = desired_of(SEED)
+    forged = _intruder({"qdd.dev/role": "decode", "qdd.dev/endpoint": "x"}, SEED["metadata"]["uid"])
+    assert len(group_states(desired, [*desired, forged])) == len(group_states(desired, desired))

@@ -140,8 +140,10 @@ class Observer:
         targets = {}
         for p in serving_pods(pods):
             lab = p["metadata"]["labels"]
-            targets[p["metadata"]["name"]] = Target(p["metadata"]["name"], lab[labels.ROLE],
-                                                    int(lab.get(labels.ENDPOINT, "0") or 0), self.url(namespace, p, port))
+            endpoint = labels.index(lab.get(labels.ENDPOINT, "0"))
+            if endpoint is not None:  # not a pod qdd made (children are found by label)
+                targets[p["metadata"]["name"]] = Target(p["metadata"]["name"], lab[labels.ROLE], endpoint,
+                                                        self.url(namespace, p, port))
         prom, refused = self.prometheus, None
         if spec.prometheus is not None:
             asked = spec.prometheus.url

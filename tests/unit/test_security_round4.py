@@ -401,3 +401,23 @@ def test_numeric_labels_qdd_reads_are_parsed_without_raising():
     desired = desired_of(SEED)
     forged = _intruder({"qdd.dev/role": "decode", "qdd.dev/endpoint": "x"}, SEED["metadata"]["uid"])
     assert len(group_states(desired, [*desired, forged])) == len(group_states(desired, desired))
+
+
+def test_engine_stalled_is_linear_in_engines():
+    """Before: each engine listed its role's progressing peers, quadratic: 72 engines on each of 80
+    pods (what the bounds admit) took seconds of every pass. One quiet engine among moving ones is
+    stalled; the only moving engine is not its own peer."""
+    def reads(pod: str, quiet: set[str], n: int = 72) -> list[PodRead]:
+        return [PodRead(pod, "decode", 0, 1000.0 + 60 * i, tuple(
+            EngineRead(str(e), running=1, generation_tokens=0.0 if str(e) in quiet else i * 10.0) for e in range(n)))
+            for i in range(4)]
+    many = {f"p{p}": reads(f"p{p}", {"3"} if p == 0 else set()) for p in range(80)}
+    t0 = time.process_time()
+    j = judge(many, T, 300, 1180.0)
+    assert time.process_time() - t0 < 1.0 and len(j.engines) == 80 * 72
+    stalled = next(c for c in j.conditions if c["type"] == "EngineStalled")
+    assert stalled["status"] == "True" and stalled["message"].startswith("decode p0 engine 3 (no token for 180 s)")
+    alone = judge({"p": reads("p", {str(e) for e in range(1, 72)})}, T, 300, 1180.0)
+    assert next(c for c in alone.conditions if c["type"] == "EngineStalled")["message"].startswith("decode p engine 1 ")
+    one = judge({"p": reads("p", set(), n=1)}, T, 300, 1180.0)
+    assert next(c for c in one.conditions if c["type"] == "EngineStalled")["status"] == "False"

@@ -91,6 +91,9 @@ CASES: list[tuple[str, Any]] = [
     ("spec.decode.tuning", {"all2allBackend": "flashinfer_nvlink_two_sided"}),
     ("spec.speculative", {"method": "mtp", "numSpeculativeTokens": 1}), ("spec.speculative", {"numSpeculativeTokens": 9}),
     ("spec.speculative", {"method": "eagle"}),
+    # round 4: at most 60 reads per pod in spec.observe's window and stall time
+    ("spec.observe", {"periodSeconds": 5, "windowSeconds": 86400}), ("spec.observe", {"periodSeconds": 60, "windowSeconds": 3600}),
+    ("spec.observe", {"periodSeconds": 5, "thresholds": {"stallSeconds": 600}}),
     *[("spec.engine.image", s) for s in BAD_STRINGS],
     *[("spec.engine.imagePullSecrets", [s]) for s in BAD_STRINGS],
 ]

@@ -4,7 +4,8 @@ but their own field-named error, and what they hand to a status or an Event can 
 Surfaces: the QwenDisaggBenchmark kind (parse + render of its Jobs), the recipe importer (the file
 reader and the import of a mutated published recipe), ``qdd bench report``'s reader, the canary's
 reader of a router's answer (through the judge and the status), and the benchmark reconcile's
-reader of a pod's termination message (through the status). Same budget as test_fuzz_render.py:
+reader of a pod's termination message (through the status), and the engine-metrics reader of a
+pod's /metrics (through the judgement and status.serving). Same budget as test_fuzz_render.py:
 ``QDD_FUZZ_EXAMPLES`` per surface (150 in ``make test``, 3,000 in ``make fuzz``).
 """
 
@@ -20,12 +21,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from qdd.api.benchmark import parse_benchmark_spec
+from qdd.api.observe import ObserveThresholds
 from qdd.bench.observe import progress
 from qdd.bench.report import ReportError, frontier, load, points, table
 from qdd.canary.client import Answer, _text_of
 from qdd.canary.judge import judge, state_of
 from qdd.controller.bench_status import BenchFacts, compute_bench_status
+from qdd.controller.engine_metrics import parse_text
 from qdd.errors import SpecError
+from qdd.observe import PodRead, engines_of
+from qdd.observe import judge as judge_serving
+from qdd.observe.metrics import EXPOSED
+from qdd.observe.status import serving_status
 from qdd.recipe import RecipeError
 from qdd.recipe.objects import import_objects, read_recipe
 from qdd.render import benchmark as rb
@@ -243,3 +250,54 @@ def test_any_termination_message_becomes_a_status_the_patch_can_carry(message, s
                                "2026-12-01T12:00:00Z")
     writable(st_)
     assert json.dumps(st_, allow_nan=False)  # the reader alone already keeps it finite
+
+
+# --- the engine-metrics reader of a pod's /metrics (round 4) ----------------------------------------------
+
+_NAMES = sorted(EXPOSED) + ["vllm:other", "python_gc", ""]
+_VALUES = ["0", "1", "3.5", "-1", "+Inf", "-Inf", "NaN", "1e308", "1e15", "5e-324", "x", ""]
+
+
+@st.composite
+def metrics_bodies(draw: Any) -> str:
+    """A /metrics body: exposition lines of the series qdd reads (and others), with engine labels, bucket
+    bounds and values of every kind, # lines and junk."""
+    lines = []
+    for _ in range(draw(st.integers(0, 40))):
+        kind = draw(st.integers(0, 5))
+        if kind == 0:
+            lines.append(draw(st.text(max_size=60)))
+            continue
+        if kind == 1:
+            lines.append(f"# {draw(st.sampled_from(['TYPE', 'HELP', 'x']))} {draw(st.sampled_from(_NAMES))} "
+                         f"{draw(st.sampled_from(['counter', 'gauge', 'histogram', 'summary', '', 'x y']))}")
+            continue
+        labels = {}
+        if draw(st.booleans()):
+            labels["engine"] = draw(st.sampled_from(["0", "1", "7", "²", "a" * 20]) | st.text(max_size=5))
+        if draw(st.booleans()):
+            labels["le"] = draw(st.sampled_from(["0.1", "1", "+Inf", "NaN", "-Inf", "x"]))
+        if draw(st.booleans()):
+            labels[draw(st.sampled_from(["model_name", "finished_reason", "pod"]))] = draw(st.text(max_size=8))
+        body = ",".join(f'{k}="{json.dumps(v)[1:-1]}"' for k, v in labels.items())
+        lines.append(f"{draw(st.sampled_from(_NAMES))}{{{body}}} {draw(st.sampled_from(_VALUES))}")
+    return "\n".join(lines) + "\n"
+
+
+@FUZZ
+@given(st.lists(metrics_bodies(), min_size=1, max_size=3))
+def test_any_metrics_body_is_read_or_refused_and_its_judgement_can_be_written(bodies):
+    reads = []
+    for i, text in enumerate(bodies):
+        try:
+            samples, _ = parse_text(text, 1000)
+            engines = engines_of(samples)
+        except ValueError:  # prometheus-client's parser on a line it cannot read, or a bound (OverLimit)
+            continue
+        reads.append(PodRead("p", "decode", 0, 1000.0 + 15 * i, engines))
+    j = judge_serving({"p": reads}, ObserveThresholds(), 300, 1030.0)
+    status = {"serving": serving_status(j, "pods", 300, None), "conditions": j.conditions}
+    writable(status)
+    assert json.dumps(status, allow_nan=False)
+    ints = [v for role in ("prefill", "decode") for v in status["serving"][role].values() if isinstance(v, int)]
+    assert all(0 <= v <= 2**53 for v in ints)

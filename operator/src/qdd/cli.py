@@ -308,7 +308,7 @@ def cmd_run(args: argparse.Namespace) -> None:
     run(namespaces=args.namespace, metrics_port=args.metrics_port, liveness_port=args.liveness_port,
         resync_seconds=args.resync_seconds, peering=args.peering, priority=args.priority,
         peering_lifetime=args.peering_lifetime, peer_restart_window=args.peer_restart_window,
-        prometheus_url=args.prometheus_url,
+        prometheus_url=args.prometheus_url, allowed_prometheus=args.allow_prometheus_url,
         watch=WatchTimeouts(args.watch_server_timeout, args.watch_client_timeout, args.watch_inactivity_timeout))
 
 
@@ -389,6 +389,10 @@ def parser() -> argparse.ArgumentParser:
     o.add_argument("--prometheus-url", metavar="URL",
                    help="read engine metrics from this Prometheus for deployments without spec.observe.prometheus "
                         "(default: $QDD_PROMETHEUS_URL, else each engine pod's /metrics; docs/observability.md)")
+    o.add_argument("--allow-prometheus-url", action="append", metavar="URL",
+                   help="a Prometheus spec.observe.prometheus.url may name (repeatable; default: "
+                        "$QDD_PROMETHEUS_ALLOWED, space-separated). --prometheus-url is always allowed; any other "
+                        "URL a resource names is not queried (docs/security.md)")
     o.add_argument("--peering", metavar="NAME",
                    help="run as one of several replicas: kopf peering through the kopf.dev peering object NAME "
                         "(mandatory; the replica of highest priority reconciles). Default: standalone")

@@ -48,3 +48,12 @@ def object_labels(deployment: str, role: str | None = None, extra: dict[str, str
     if role:
         out[ROLE] = role
     return {**out, **(extra or {})}
+
+
+def index(value: str | None) -> int | None:
+    """A numeric label's value (``ENDPOINT``, ``GROUP_SIZE``) as an int; None when it is not one.
+    Children are found by label, and anyone who may create pods in the namespace can label one:
+    a value int() refused raised in every pass of the deployment it named (docs/security.md, round 4)."""
+    if value is None or not (value.isascii() and value.isdigit()) or len(value) > 6:
+        return None
+    return int(value)

@@ -63,6 +63,13 @@ _no_metrics = ReasonDoc(R.NO_ENGINE_METRICS, "Unknown", "no engine's metrics cou
                         "wait for the pods; if it lasts, check that the operator reaches the pods' HTTP port (network "
                         "policy) or the Prometheus of spec.observe.prometheus")
 
+_not_allowed = ReasonDoc(R.PROMETHEUS_NOT_ALLOWED, "Unknown", "spec.observe.prometheus.url is not a Prometheus the "
+                         "cluster admin lets the operator query (the operator's --prometheus-url and "
+                         "--allow-prometheus-url, chart values observe.prometheusUrl and "
+                         "observe.allowedPrometheusUrls): nothing is read, a Warning event says so",
+                         "remove spec.observe.prometheus (the operator's own source is read), or ask the cluster "
+                         "admin to allow that URL (docs/security.md)")
+
 DEPLOYMENT = "QwenDisaggDeployment"
 BENCHMARK = B.KIND
 
@@ -235,7 +242,7 @@ CONDITIONS: tuple[ConditionDoc, ...] = (
                                "is recreated elsewhere", "run two or more endpoints of the role to serve through "
                                "drains"),
                  )),
-    *(ConditionDoc(t, DEPLOYMENT, means + _SERVING, (_no_metrics, *reasons)) for t, means, reasons in (
+    *(ConditionDoc(t, DEPLOYMENT, means + _SERVING, (_no_metrics, _not_allowed, *reasons)) for t, means, reasons in (
         (C.KV_TRANSFER_FAILING, "NIXL KV transfers failed (vllm:nixl_num_failed_transfers on decode, which counts "
          "failed handshakes and notifications too), more than spec.observe.thresholds.failedTransfers in the window.", (
              ReasonDoc(R.NO_FAILED_TRANSFERS, "False", "no failure in the window; the message counts the transfers "

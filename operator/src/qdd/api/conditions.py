@@ -92,6 +92,9 @@ class Reason:
     CANARY_NO_ROUTER = "NoRouter"
     NO_ENGINE_METRICS = "NoEngineMetrics"
     """A serving condition is Unknown: no engine's metrics could be read (status.serving.errors says why)."""
+    PROMETHEUS_NOT_ALLOWED = "PrometheusNotAllowed"
+    """A serving condition is Unknown: spec.observe.prometheus.url is not a Prometheus the cluster admin let the
+    operator query (``qdd run --allow-prometheus-url``; docs/security.md)."""
     KV_TRANSFERS_FAILING = "KVTransfersFailing"
     NO_FAILED_TRANSFERS = "NoFailedTransfers"
     KV_LEASE_EXPIRED = "KVLeaseExpired"

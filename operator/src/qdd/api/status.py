@@ -111,7 +111,7 @@ class ServingRole(ApiModel):
 
 class ServingStatus(ApiModel):
     observed_time: str | None = Field(None, description="RFC 3339 time of the newest read.")
-    source: str | None = Field(None, description="pods (each pod's /metrics) or the Prometheus URL read.")
+    source: str | None = Field(None, description="pods (each pod's /metrics), the Prometheus URL read, or none (spec.observe.prometheus.url is not one the cluster admin allows: nothing is read).")
     window_seconds: int | None = Field(None, description="Seconds of reads the numbers cover.")
     prefill: ServingRole | None = Field(None, description="Prefill engines.")
     decode: ServingRole | None = Field(None, description="Decode engines.")

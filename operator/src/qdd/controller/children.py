@@ -44,6 +44,23 @@ def owned(owner_uid: str, obj: dict[str, Any]) -> bool:
     return any(r.get("uid") == owner_uid and r.get("controller") for r in obj["metadata"].get("ownerReferences") or [])
 
 
+def genuine(observed: list[dict[str, Any]], owner_uid: str) -> list[dict[str, Any]]:
+    """``observed`` without the engine pods (role prefill or decode) that are not this resource's:
+    an engine pod counts when its controller is the resource (a bare pod qdd created) or an object
+    the resource controls (its StatefulSets, Jobs). Children are listed by label, and anyone who may
+    create pods in the namespace can label one: before (round 4), a pod labelled as a decode
+    endpoint of another revision made the operator delete that endpoint's real pods (a group
+    "outdated"), on every pass it was there, and a non-numeric endpoint label raised in every pass.
+    Kubernetes' own controllers act on the pods whose controller reference names them likewise."""
+    ctrl = {owner_uid} | {o["metadata"].get("uid") for o in observed if o["kind"] != "Pod" and owned(owner_uid, o)}
+
+    def mine(o: dict[str, Any]) -> bool:
+        if o["kind"] != "Pod" or (o["metadata"].get("labels") or {}).get(labels.ROLE) not in ("prefill", "decode"):
+            return True
+        return any(r.get("controller") and r.get("uid") in ctrl for r in o["metadata"].get("ownerReferences") or [])
+    return [o for o in observed if mine(o)]
+
+
 def with_owner(obj: dict[str, Any], owner: dict[str, Any]) -> dict[str, Any]:
     """A copy of ``obj`` carrying the owner reference (controller) and its manifest hash."""
     out = copy.deepcopy(obj)

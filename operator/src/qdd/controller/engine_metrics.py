@@ -10,18 +10,18 @@ inside a reconcile pass.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections import defaultdict
 from dataclasses import dataclass
 
+import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from ..observe import PodRead, engines_of
-from ..observe.extract import Sample
+from ..observe.extract import OverLimit, Sample
 from ..observe.metrics import EXPOSED, PREFIX_REGEX
 from . import metrics
 
@@ -34,15 +34,6 @@ DEFAULT_MAX_SERIES = 50_000
 """Samples parsed per pod: a DEP8 leader exposes about 3,000."""
 
 
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-"""No proxy: pod IPs and in-cluster Services are reached directly, whatever HTTP_PROXY the
-operator's environment has (as the canary's client, qdd.canary.client)."""
-
-
-class OverLimit(Exception):
-    """A read beyond its bytes or series bound."""
-
-
 @dataclass(frozen=True)
 class Bounds:
     timeout_s: float = DEFAULT_TIMEOUT_S
@@ -53,13 +44,40 @@ class Bounds:
 DEFAULT_BOUNDS = Bounds()
 
 
+class _Status(Exception):
+    """An HTTP answer other than 2xx; its body is not read."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(f"HTTP {status}")
+        self.status = status
+
+
+async def _fetch(url: str, b: Bounds, accept: str) -> bytes:
+    async with asyncio.timeout(b.timeout_s), aiohttp.ClientSession(
+            trust_env=False, auto_decompress=False, timeout=aiohttp.ClientTimeout(total=None),
+            connector=aiohttp.TCPConnector(force_close=True, limit=1)) as session, session.get(
+            url, headers={"Accept": accept, "Accept-Encoding": "identity", "User-Agent": "qdd-operator"},
+            allow_redirects=False) as resp:
+        if not 200 <= resp.status < 300:
+            raise _Status(resp.status)
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in resp.content.iter_chunked(65536):
+            size += len(chunk)
+            if size > b.max_bytes:
+                raise OverLimit(f"more than {b.max_bytes} bytes")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
 def _get(url: str, b: Bounds, accept: str = "text/plain") -> bytes:
-    req = urllib.request.Request(url, headers={"Accept": accept, "User-Agent": "qdd-operator"})
-    with _OPENER.open(req, timeout=b.timeout_s) as resp:
-        body: bytes = resp.read(b.max_bytes + 1)
-    if len(body) > b.max_bytes:
-        raise OverLimit(f"more than {b.max_bytes} bytes")
-    return body
+    """The body of one GET of ``url``: one deadline from connect to last byte (``b.timeout_s``), at
+    most ``b.max_bytes`` (OverLimit beyond), no redirect followed (a 3xx is an error, as any
+    non-2xx), no proxy, no compression asked for or undone. Before (round 4), urllib followed
+    redirects to any address — an engine image could make the operator GET any URL its network
+    reaches and learn from the error whether it answered — and its timeout restarted on every byte,
+    so a /metrics trickled a byte at a time held one of the observer's threads for ever."""
+    return asyncio.run(_fetch(url, b, accept))
 
 
 _FAMILIES = frozenset(EXPOSED) | frozenset(n.removesuffix("_total") for n in EXPOSED)
@@ -102,11 +120,13 @@ def parse_text(text: str, max_series: int = DEFAULT_MAX_SERIES) -> tuple[list[Sa
     return kept, n
 
 
-def _error(e: BaseException) -> str:
-    if isinstance(e, urllib.error.HTTPError):
-        return f"HTTP {e.code}"
-    if isinstance(e, urllib.error.URLError):
-        return f"unreachable: {e.reason}"
+def _error(e: BaseException, b: Bounds = DEFAULT_BOUNDS) -> str:
+    if isinstance(e, _Status):
+        return f"HTTP {e.status}" + (": a redirect, which the reader does not follow" if 300 <= e.status < 400 else "")
+    if isinstance(e, TimeoutError):
+        return f"no answer within {b.timeout_s:g} s"
+    if isinstance(e, (aiohttp.ClientConnectionError, OSError)):
+        return f"unreachable: {type(e).__name__}: {str(e)[:200]}"
     return f"{type(e).__name__}: {str(e)[:200]}"
 
 
@@ -124,7 +144,7 @@ def read_pod(url: str, pod: str, role: str, endpoint: int, bounds: Bounds = DEFA
         return PodRead(pod, role, endpoint, now, error=f"over the read limit: {e}")
     except Exception as e:  # noqa: BLE001 — refused, timeout, HTTP error, a body that does not parse
         result = "error"
-        return PodRead(pod, role, endpoint, now, error=_error(e))
+        return PodRead(pod, role, endpoint, now, error=_error(e, bounds))
     finally:
         metrics.ENGINE_READS.labels(result).inc()
         metrics.ENGINE_READ_SECONDS.observe(time.perf_counter() - t0)
@@ -139,32 +159,42 @@ def prometheus_query(namespace: str, pods: list[str]) -> str:
 def read_prometheus(base: str, namespace: str, targets: dict[str, tuple[str, int]],
                     bounds: Bounds = DEFAULT_BOUNDS) -> dict[str, PodRead]:
     """One instant query of a Prometheus for every pod in ``targets`` (pod -> (role, endpoint));
-    a pod without series reads as an error. Never raises."""
+    a pod without series, or whose series are over a bound, reads as an error. At most
+    ``bounds.max_bytes`` and ``bounds.max_series`` per pod asked. Never raises."""
     now = time.time()
     t0 = time.perf_counter()
+    n = max(1, len(targets))
     url = base.rstrip("/") + "/api/v1/query?" + urllib.parse.urlencode(
         {"query": prometheus_query(namespace, list(targets))})
     try:
-        body = _get(url, Bounds(bounds.timeout_s, bounds.max_bytes * max(1, len(targets)),
-                                bounds.max_series * max(1, len(targets))), accept="application/json")
+        body = _get(url, Bounds(bounds.timeout_s, bounds.max_bytes * n, bounds.max_series * n), accept="application/json")
         data = json.loads(body)
         if data.get("status") != "success":
             raise ValueError(f"Prometheus answered {data.get('errorType')}: {data.get('error')}")
+        result = data["data"]["result"]
+        if len(result) > bounds.max_series * n:
+            raise OverLimit(f"more than {bounds.max_series * n} series")
         per_pod: dict[str, list[Sample]] = defaultdict(list)
-        for item in data["data"]["result"]:
+        for item in result:
             m = dict(item["metric"])
-            per_pod[m.get("pod", "")].append((m.pop("__name__", ""), m, float(item["value"][1])))
+            per_pod[str(m.get("pod", ""))].append((str(m.pop("__name__", "")), m, float(item["value"][1])))
         metrics.ENGINE_READS.labels("ok").inc()
         metrics.ENGINE_READ_BYTES.inc(len(body))
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 — whatever the answer was, every pod reads as its error
         metrics.ENGINE_READS.labels("error").inc()
-        why = f"Prometheus {base}: {_error(e)}"
+        why = f"Prometheus {base}: {_error(e, bounds)}"
         return {p: PodRead(p, r, ep, now, error=why) for p, (r, ep) in targets.items()}
     finally:
         metrics.ENGINE_READ_SECONDS.observe(time.perf_counter() - t0)
     out = {}
     for pod, (role, endpoint) in targets.items():
         s = per_pod.get(pod)
-        out[pod] = (PodRead(pod, role, endpoint, now, engines_of(s), None, 0, len(s)) if s else
-                    PodRead(pod, role, endpoint, now, error=f"Prometheus {base} has no vLLM series of this pod"))
+        if not s:
+            out[pod] = PodRead(pod, role, endpoint, now, error=f"Prometheus {base} has no vLLM series of this pod")
+            continue
+        try:  # one pod's series over a bound (or with labels of other types) do not blank the others
+            out[pod] = PodRead(pod, role, endpoint, now, engines_of(s), None, 0, len(s))
+        except Exception as e:  # noqa: BLE001
+            out[pod] = PodRead(pod, role, endpoint, now, error=f"Prometheus {base}: over the read limit: {e}"
+                               if isinstance(e, OverLimit) else f"Prometheus {base}: {_error(e, bounds)}")
     return out

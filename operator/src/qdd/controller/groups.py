@@ -56,9 +56,10 @@ def _restarts(pod: dict[str, Any]) -> int:
 
 def _group_key(obj: dict[str, Any]) -> tuple[str, int] | None:
     lab = obj["metadata"].get("labels") or {}
-    if obj["kind"] != "Pod" or labels.ENDPOINT not in lab or lab.get(labels.ROLE) not in ("prefill", "decode"):
+    endpoint = labels.index(lab.get(labels.ENDPOINT))  # None: not a number qdd wrote
+    if obj["kind"] != "Pod" or endpoint is None or lab.get(labels.ROLE) not in ("prefill", "decode"):
         return None
-    return lab[labels.ROLE], int(lab[labels.ENDPOINT])
+    return lab[labels.ROLE], endpoint
 
 
 @dataclass
@@ -96,7 +97,7 @@ def _scan(want: dict[str, str], rev: str, observed: list[dict[str, Any]]) -> _Sc
         s.by_rev[prev].append(name)
         if not current:
             s.outdated = True
-            s.size.setdefault(prev, int(lab.get(labels.GROUP_SIZE) or len(want)))
+            s.size.setdefault(prev, labels.index(lab.get(labels.GROUP_SIZE)) or len(want))
         phase = (p.get("status") or {}).get("phase")
         if phase in ("Failed", "Succeeded"):
             s.broken = s.broken or f"pod {name} is {phase}"

@@ -24,14 +24,17 @@ from .watching import WatchTimeouts
 def run(namespaces: list[str] | None, metrics_port: int, liveness_port: int, resync_seconds: float,
         peering: str | None = None, priority: int | None = None,
         peering_lifetime: int = DEFAULT_LIFETIME_SECONDS, watch: WatchTimeouts | None = None,
-        peer_restart_window: float = BURST_WINDOW_S, prometheus_url: str | None = None) -> None:
+        peer_restart_window: float = BURST_WINDOW_S, prometheus_url: str | None = None,
+        allowed_prometheus: list[str] | None = None) -> None:
     """Run the operator. ``peering``: the name of kopf's peering object shared by the replicas
     (mandatory peering; None: standalone, one replica). ``priority``: this replica's (default: from
     its identity, controller.peering.default_priority). ``watch``: kopf's watch-stream timeouts
     (controller.watching; None: its defaults). ``peer_restart_window``: seconds a burst of prefill
     replacements must have settled before decode's one recycle (controller.peers). ``prometheus_url``:
     where engine metrics are read for deployments without spec.observe.prometheus (None:
-    $QDD_PROMETHEUS_URL, else each pod's /metrics)."""
+    $QDD_PROMETHEUS_URL, else each pod's /metrics). ``allowed_prometheus``: the other URLs a
+    spec.observe.prometheus.url may name (None: $QDD_PROMETHEUS_ALLOWED; a URL not allowed is not
+    queried: docs/security.md)."""
     logging.basicConfig(level=os.environ.get("QDD_LOG_LEVEL", "INFO"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # Per-event handler success lines from kopf drown the useful ones; keep its warnings.
@@ -40,7 +43,7 @@ def run(namespaces: list[str] | None, metrics_port: int, liveness_port: int, res
     diagnostics.install()
     if peering is None:
         register(lambda: Reconciler(Kube(), namespaces, peer_window_s=peer_restart_window,
-                                    observer=Observer(prometheus=prometheus_url)), resync_seconds, watch=watch)
+                                    observer=Observer(prometheus=prometheus_url, allowed_prometheus=allowed_prometheus)), resync_seconds, watch=watch)
         register_benchmarks(lambda: BenchmarkReconciler(Kube(), namespaces), resync_seconds)
         kopf.run(standalone=True, namespaces=namespaces or (), clusterwide=not namespaces,
                  liveness_endpoint=f"http://0.0.0.0:{liveness_port}/healthz")
@@ -62,7 +65,7 @@ def run(namespaces: list[str] | None, metrics_port: int, liveness_port: int, res
     leader = Leadership(read_peering, me, prio)
     logging.getLogger("qdd.peering").info("peering %s as %s with priority %d", peering, me, prio)
     register(lambda: Reconciler(Kube(), namespaces, peer_window_s=peer_restart_window,
-                                observer=Observer(prometheus=prometheus_url)), resync_seconds, leader=leader,
+                                observer=Observer(prometheus=prometheus_url, allowed_prometheus=allowed_prometheus)), resync_seconds, leader=leader,
              peering_lifetime=peering_lifetime,
              watch=watch)
     register_benchmarks(lambda: BenchmarkReconciler(Kube(), namespaces), resync_seconds, leader=leader)

@@ -9,6 +9,12 @@ are due through a small pool (:data:`WORKERS`), and when the serving conditions 
 differ from the last round's, asks for a pass of that deployment (``notify``): a condition is
 raised or cleared within one period, not one resync.
 
+A Prometheus is queried only at a URL the cluster admin gave the operator (``--prometheus-url``,
+``--allow-prometheus-url``): spec.observe.prometheus.url is the resource author's, and the operator
+would otherwise GET whatever address it names from its own network position (a server-side request
+forgery from a namespace-scoped user; docs/security.md). Another URL reads nothing: the serving
+conditions are Unknown (PrometheusNotAllowed) naming the field and the fix.
+
 ``QDD_ENGINE_METRICS_URL_OVERRIDE`` (a TEST setting): a URL template with ``{namespace}``,
 ``{pod}``, ``{role}`` used instead of ``http://<podIP>:<port>/metrics``; the simulated cluster
 points it at the engine TEST DOUBLE hack/fake_engine_metrics.py, because kwok runs no engine.
@@ -21,7 +27,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,10 +35,13 @@ from typing import Any
 from .. import labels
 from ..api.observe import ObserveSpec
 from ..observe import Judgement, PodRead, judge
+from ..observe.judge import not_allowed
 from .engine_metrics import DEFAULT_BOUNDS, Bounds, read_pod, read_prometheus
 
 OVERRIDE_ENV = "QDD_ENGINE_METRICS_URL_OVERRIDE"
 PROMETHEUS_ENV = "QDD_PROMETHEUS_URL"
+ALLOWED_ENV = "QDD_PROMETHEUS_ALLOWED"
+"""Space-separated URLs spec.observe.prometheus.url may name (``qdd run --allow-prometheus-url``)."""
 WORKERS = 8
 """Reads in flight at once for all deployments: 200 pods at ~10 ms each fit a 15 s period many
 times over (bench/results/observe-scale.json)."""
@@ -56,6 +65,8 @@ class _Tracked:
     spec: ObserveSpec
     prometheus: str | None
     targets: dict[str, Target]
+    refused: str | None = None
+    """Why nothing is read (spec.observe.prometheus.url not allowed); None: read."""
     generation: int | None = None
     lease_seconds: int | None = None
     reads: dict[str, deque[PodRead]] = field(default_factory=dict)
@@ -66,11 +77,16 @@ class _Tracked:
 
 def serving_pods(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The engine pods that serve HTTP (and so /metrics): prefill and decode pods, not a group's
-    headless workers, running with an IP, not being deleted."""
+    headless workers, running with an IP, not being deleted. Never a pod on the host's network:
+    qdd renders none, and such a pod's IP is its node's — a pod the resource author labels as an
+    engine (children are found by label) would have the operator GET any port of a node
+    (docs/security.md, round 4)."""
     out = []
     for p in pods:
         lab = p["metadata"].get("labels") or {}
         if lab.get(labels.ROLE) not in ("prefill", "decode") or lab.get(labels.GROUP_ROLE) == "worker":
+            continue
+        if (p.get("spec") or {}).get("hostNetwork"):
             continue
         st = p.get("status") or {}
         if p["metadata"].get("deletionTimestamp") or st.get("phase") != "Running" or not st.get("podIP"):
@@ -79,20 +95,28 @@ def serving_pods(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _url_key(url: str) -> str:
+    return url.rstrip("/")
+
+
 class Observer:
     """``read``/``read_many``: the pod and Prometheus readers (tests pass their own); ``override``:
     the test URL template (default $QDD_ENGINE_METRICS_URL_OVERRIDE); ``prometheus``: the
     operator-wide Prometheus (default $QDD_PROMETHEUS_URL, ``qdd run --prometheus-url``);
+    ``allowed_prometheus``: the other URLs spec.observe.prometheus.url may name (default
+    $QDD_PROMETHEUS_ALLOWED, ``qdd run --allow-prometheus-url``; ``prometheus`` is always allowed);
     ``workers`` 0: no thread, :meth:`read_due` reads inline (unit tests, the real-engine test)."""
 
     def __init__(self, read: Callable[..., PodRead] = read_pod,
                  read_many: Callable[..., dict[str, PodRead]] = read_prometheus,
                  override: str | None = None, prometheus: str | None = None, workers: int = WORKERS,
                  bounds: Bounds = DEFAULT_BOUNDS, notify: Callable[[str, str], None] | None = None,
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time, allowed_prometheus: Iterable[str] | None = None):
         self.read, self.read_many, self.bounds, self.notify, self.clock = read, read_many, bounds, notify, clock
         self.override = (os.environ.get(OVERRIDE_ENV) or None) if override is None else override
         self.prometheus = (os.environ.get(PROMETHEUS_ENV) or None) if prometheus is None else prometheus
+        allowed = os.environ.get(ALLOWED_ENV, "").split() if allowed_prometheus is None else allowed_prometheus
+        self.allowed_prometheus = frozenset(_url_key(u) for u in [*allowed, *([self.prometheus] if self.prometheus else [])])
         if self.override:
             log.warning("%s is set (a test setting): engine metrics are read from %s (the simulated cluster's engine "
                         "TEST DOUBLE), not from the pods", OVERRIDE_ENV, self.override)
@@ -116,17 +140,31 @@ class Observer:
         targets = {}
         for p in serving_pods(pods):
             lab = p["metadata"]["labels"]
-            targets[p["metadata"]["name"]] = Target(p["metadata"]["name"], lab[labels.ROLE],
-                                                    int(lab.get(labels.ENDPOINT, "0") or 0), self.url(namespace, p, port))
-        prom = spec.prometheus.url if spec.prometheus is not None else self.prometheus
+            endpoint = labels.index(lab.get(labels.ENDPOINT, "0"))
+            if endpoint is not None:  # not a pod qdd made (children are found by label)
+                targets[p["metadata"]["name"]] = Target(p["metadata"]["name"], lab[labels.ROLE], endpoint,
+                                                        self.url(namespace, p, port))
+        prom, refused = self.prometheus, None
+        if spec.prometheus is not None:
+            asked = spec.prometheus.url
+            prom, refused = (asked, None) if _url_key(asked) in self.allowed_prometheus else (None, self.refusal(asked))
         with self._lock:
             t = self._tracked.get((namespace, name))
             if t is None:
                 t = self._tracked[(namespace, name)] = _Tracked(namespace, spec, prom, targets)
-            t.spec, t.prometheus, t.targets = spec, prom, targets
+            t.spec, t.prometheus, t.targets, t.refused = spec, prom, targets, refused
             t.generation, t.lease_seconds = generation, lease_seconds
             for gone in set(t.reads) - set(targets):
                 del t.reads[gone]
+
+    def refusal(self, url: str) -> str:
+        """Why spec.observe.prometheus.url ``url`` is not read, and what to do."""
+        allowed = ", ".join(sorted(self.allowed_prometheus)) or "none"
+        return (f"spec.observe.prometheus.url {url} is not a Prometheus the operator may query (the cluster admin "
+                f"allows: {allowed}; chart values observe.prometheusUrl and observe.allowedPrometheusUrls): remove "
+                "spec.observe.prometheus to read "
+                + (f"the operator's Prometheus {self.prometheus}" if self.prometheus else "the engine pods' /metrics")
+                + ", or ask the cluster admin to allow that URL")
 
     def forget(self, namespace: str, name: str) -> None:
         with self._lock:
@@ -135,6 +173,8 @@ class Observer:
     def source(self, namespace: str, name: str) -> str:
         with self._lock:
             t = self._tracked.get((namespace, name))
+            if t is not None and t.refused is not None:
+                return "none"
             return (t.prometheus or "pods") if t is not None else "pods"
 
     def judgement(self, namespace: str, name: str) -> tuple[Judgement, float | None] | None:
@@ -146,7 +186,9 @@ class Observer:
                 return None
             reads = {p: list(rs) for p, rs in t.reads.items()}
             reads |= {p: [] for p in t.targets if p not in reads}
-            spec, generation, lease = t.spec, t.generation, t.lease_seconds
+            spec, generation, lease, refused = t.spec, t.generation, t.lease_seconds, t.refused
+        if refused is not None:
+            return not_allowed(refused, generation), None
         newest = max((r.time for rs in reads.values() for r in rs), default=None)
         j = judge(reads, spec.thresholds, spec.window_seconds, self.clock(), generation, lease)
         return j, newest
@@ -157,7 +199,8 @@ class Observer:
         """Start (or, without a pool, do) the reads of every deployment whose period has come."""
         now = self.clock()
         with self._lock:
-            due = [(k, t) for k, t in self._tracked.items() if not t.busy and t.due <= now and t.targets]
+            due = [(k, t) for k, t in self._tracked.items()
+                   if not t.busy and t.due <= now and t.targets and t.refused is None]
             for _, t in due:
                 t.busy, t.due = True, now + t.spec.period_seconds
         for k, t in due:

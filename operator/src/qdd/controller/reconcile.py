@@ -27,7 +27,7 @@ from . import metrics
 from ..canary import CanaryState
 from ..safetext import safe_value
 from .canary import CanaryChecker
-from .children import diff, key, with_owner
+from .children import diff, genuine, key, with_owner
 from .groups import group_states, groups_to_delete, pods_to_create
 from .kube import Kube
 from .observer import Observer
@@ -195,7 +195,7 @@ class Reconciler:
         step("read")
         plan, desired, errors = _desired_cached(cr, self.gang)
         step("plan")
-        observed = kube.list_children(namespace, name)
+        observed = genuine(kube.list_children(namespace, name), cr["metadata"]["uid"])
         step("read")
         if plan is None:  # nothing half-applied: children change only for a fully valid plan
             status = self._status(cr, None, errors, [], observed, [], None, None)
@@ -218,7 +218,7 @@ class Reconciler:
         wrote = self._retire(cr, r, observed, legacy) or wrote
         step("write")
         if wrote:
-            observed = kube.list_children(namespace, name)
+            observed = genuine(kube.list_children(namespace, name), cr["metadata"]["uid"])
             _, _, view, states = self._target(cr, r, observed)
             step("read")
         status = self._status(cr, plan, errors, desired, view, states, peer_restart, r, peer_pending)

@@ -63,8 +63,16 @@ def serving_events(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, 
     transitions only, never on a condition that stays as it was."""
     was = {c.get("type"): c for c in old.get("conditions") or []}
     out = []
+    refused = False
     for c in new.get("conditions") or []:
         if c.get("type") not in C.SERVING_TYPES:
+            continue
+        if c.get("reason") == C.Reason.PROMETHEUS_NOT_ALLOWED:
+            # One event for the five conditions that say it, when it starts (or its message changes).
+            prev = was.get(c["type"]) or {}
+            if not refused and (prev.get("reason") != c["reason"] or prev.get("message") != c["message"]):
+                out.append(("Warning", c["reason"], c["message"]))
+            refused = True
             continue
         before = (was.get(c["type"]) or {}).get("status")
         if c["status"] == "True" and before != "True":

@@ -23,11 +23,16 @@ def increase(values: Sequence[float]) -> float:
 
 def histogram_increase(reads: Sequence[Histogram]) -> Histogram:
     """The observations a histogram gained over consecutive reads (bucket by bucket, across
-    restarts); an empty histogram with fewer than two reads."""
+    restarts); an empty histogram with fewer than two reads. The buckets are the newest read's (an
+    engine's bucket layout changes only with its build; a bound an older read lacks counts 0 there,
+    as after a restart): linear in buckets × reads. Before, the union of every read's bounds was
+    looked up by rebuilding each read's buckets per bound, quadratic in buckets: a hostile engine's
+    thousands of buckets held a reconcile pass for minutes (docs/security.md, round 4)."""
     if len(reads) < 2:
         return Histogram()
-    bounds = sorted({le for h in reads for le, _ in h.buckets})
-    per_bound = {le: increase([dict(h.buckets).get(le, 0.0) for h in reads]) for le in bounds}
+    maps = [dict(h.buckets) for h in reads]
+    bounds = sorted(maps[-1])
+    per_bound = {le: increase([m.get(le, 0.0) for m in maps]) for le in bounds}
     return Histogram(tuple((le, per_bound[le]) for le in bounds), increase([h.total for h in reads]),
                      increase([h.count for h in reads]))
 

@@ -8,16 +8,44 @@ the model or GPU not in its database, a bad --slo, a rate the topology cannot se
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import yaml
 
+from ..api.types import MAX_CONCURRENCY
 from ..plan.types import Plan
 from .aic import NotInDatabase, PerfModelUnavailable, open_database
 
 
 class CommandError(Exception):
     """One line for the user."""
+
+
+MAX_RATE = 1e6
+"""Requests/s one deployment could be asked to serve: 64 prefill endpoints far below it."""
+MAX_GPU_BUDGET = 100_000
+"""As spec.autoscaling.gpuBudget."""
+
+
+def check_inputs(plans: list[Plan], concurrency: int | None = None, rate: float | None = None,
+                 accepted: float | None = None, gpu_budget: int | None = None) -> None:
+    """The numbers of the command line, before any of them reaches the model: CommandError naming
+    the flag and its range. Before (round 4): --rate inf ended in a traceback (OverflowError),
+    --rate nan in "cannot convert float NaN to integer", --gpu-budget 10**9 in a loop of half a
+    billion steps, a negative --concurrency or --mtp-accepted went into the model."""
+    if concurrency is not None and not 1 <= concurrency <= MAX_CONCURRENCY:
+        raise CommandError(f"--concurrency: {concurrency} is not between 1 and {MAX_CONCURRENCY} requests in flight")
+    if rate is not None and not (math.isfinite(rate) and 0 < rate <= MAX_RATE):
+        raise CommandError(f"--rate: {rate:g} is not a request rate above 0 and at most {MAX_RATE:g} requests/s")
+    if gpu_budget is not None and not 1 <= gpu_budget <= MAX_GPU_BUDGET:
+        raise CommandError(f"--gpu-budget: {gpu_budget} is not between 1 and {MAX_GPU_BUDGET} GPUs")
+    if accepted is not None:
+        most = max((p.spec.speculative.num_speculative_tokens for p in plans if p.spec.speculative is not None),
+                   default=0)
+        if not (math.isfinite(accepted) and 0 <= accepted <= most):
+            raise CommandError(f"--mtp-accepted: {accepted:g} is not a mean of accepted draft tokens per step between "
+                               f"0 and spec.speculative.numSpeculativeTokens ({most})")
 
 
 def _db(plan: Plan, perf_model: str | None) -> Any:
@@ -31,6 +59,7 @@ def predictions(plans: list[Plan], perf_model: str | None, concurrency: int | No
                 accepted: float | None) -> list[dict[str, Any]]:
     from .predict import predict
 
+    check_inputs(plans, concurrency, rate, accepted)
     out = []
     for plan in plans:
         try:
@@ -47,6 +76,7 @@ def recommend(base_doc: dict[str, Any], plan: Plan, slo_text: str, rate: float |
     """(explanation for people, the recommended QwenDisaggDeployment, the same as JSON-able data)."""
     from .sizing import deployment, parse_slo, size
 
+    check_inputs([plan], rate=rate, accepted=accepted, gpu_budget=gpu_budget)
     try:
         slo = parse_slo(slo_text)
         opts = size(base_doc, _db(plan, perf_model), slo, rate, gpu_budget, accepted)
@@ -98,6 +128,7 @@ def profile_document(plan: Plan, perf_model: str | None, accepted: float | None,
 
     if plan.spec.speculative is not None and accepted is None:
         raise CommandError("spec.speculative: give --mtp-accepted N (mean accepted draft tokens per step)")
+    check_inputs([plan], accepted=accepted)
     prof = build_profile(plan, _db(plan, perf_model), accepted)
     measured = []
     for src, text in results:

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
@@ -55,6 +55,19 @@ CONFIGMAP_KEY = "profile.json"
 """The key of the profile's JSON in its ConfigMap."""
 NEAR = 0.10
 """A measured point replaces predicted points whose load is within this fraction of its own."""
+MAX_POINTS = 256
+"""Predicted points of one role (``qdd perf profile`` writes 2 to 20; a role's points are these and
+the measured ones). The operator reads
+the ConfigMap, which whoever may write ConfigMaps in the namespace controls: before (round 4) a
+1 MiB profile of thousands of points cost calibration (quadratic in points × measurements) seconds
+in every pass of every completed benchmark of the deployment."""
+MAX_MEASURED = 512
+"""Benchmark points a profile keeps (16 sweeps of 32 points): calibration keeps the newest. Every
+benchmark added its points for ever before, until the ConfigMap outgrew the API server's 1 MiB."""
+MAX_NUMBER = 1e9
+"""The largest load, latency (ms: 11 days) or rate a profile holds; latencies at least 1 µs. A
+calibrated point beyond it (measurements that contradict the prediction by 10^15) is refused, not
+written as a profile that no longer reads back (an overflowed ``inf`` was written as null)."""
 
 Role = Literal["prefill", "decode"]
 Source = Literal["predicted", "calibrated", "measured"]
@@ -74,9 +87,9 @@ class _Model(BaseModel):
 class Point(_Model):
     """One operating point of one endpoint (units in the module docstring)."""
 
-    load: float = Field(gt=0, description="prefill: requests/s per endpoint; decode: concurrent requests per endpoint")
-    latency_ms: float = Field(gt=0, description="prefill: TTFT; decode: TPOT; milliseconds")
-    tokens_per_second: float = Field(ge=0, description="prefill: input tokens/s; decode: output tokens/s; per endpoint")
+    load: float = Field(gt=0, le=MAX_NUMBER, description="prefill: requests/s per endpoint; decode: concurrent requests per endpoint")
+    latency_ms: float = Field(ge=1e-3, le=MAX_NUMBER, description="prefill: TTFT; decode: TPOT; milliseconds")
+    tokens_per_second: float = Field(ge=0, le=MAX_NUMBER * 1e3, description="prefill: input tokens/s; decode: output tokens/s; per endpoint")
     source: Source = Field("predicted", description="predicted: the model's; calibrated: the model's scaled to "
                            "measurements near it; measured: a benchmark's")
 
@@ -91,9 +104,9 @@ class RoleProfile(_Model):
     role: Role
     topology: str = Field(description="e.g. DEP2, DEP8, TEP4")
     gpus_per_endpoint: int = Field(ge=1)
-    max_load: float | None = Field(None, gt=0, description="most load the endpoint holds at all (decode: KV capacity)")
-    points: list[Point] = Field(min_length=1)
-    predicted: list[Point] = Field(default_factory=list, description="the model's points before calibration")
+    max_load: float | None = Field(None, gt=0, le=MAX_NUMBER, description="most load the endpoint holds at all (decode: KV capacity)")
+    points: list[Point] = Field(min_length=1, max_length=MAX_POINTS + MAX_MEASURED)
+    predicted: list[Point] = Field(default_factory=list, max_length=MAX_POINTS, description="the model's points before calibration")
 
     @model_validator(mode="after")
     def _sorted(self) -> RoleProfile:
@@ -122,13 +135,13 @@ class MeasuredPoint(_Model):
     """One sweep point of a finished QwenDisaggBenchmark, with the topology it ran on."""
 
     benchmark: str
-    concurrency: int = Field(ge=1, description="deployment-wide concurrent requests (vllm bench --max-concurrency)")
-    request_rate: float = Field(gt=0, description="completed requests/s over the run, deployment-wide")
-    ttft_ms: float = Field(gt=0, description="median TTFT")
-    tpot_ms: float = Field(gt=0, description="median TPOT")
-    total_tokens_per_second_per_gpu: float = Field(ge=0)
-    prefill_endpoints: int = Field(ge=1)
-    decode_endpoints: int = Field(ge=1)
+    concurrency: int = Field(ge=1, le=1 << 20, description="deployment-wide concurrent requests (vllm bench --max-concurrency)")
+    request_rate: float = Field(gt=0, le=MAX_NUMBER, description="completed requests/s over the run, deployment-wide")
+    ttft_ms: float = Field(ge=1e-3, le=MAX_NUMBER, description="median TTFT")
+    tpot_ms: float = Field(ge=1e-3, le=MAX_NUMBER, description="median TPOT")
+    total_tokens_per_second_per_gpu: float = Field(ge=0, le=MAX_NUMBER)
+    prefill_endpoints: int = Field(ge=1, le=64)
+    decode_endpoints: int = Field(ge=1, le=16)
 
 
 class PerfProfile(_Model):
@@ -145,8 +158,9 @@ class PerfProfile(_Model):
     osl: int = Field(ge=1)
     prefill: RoleProfile
     decode: RoleProfile
-    measured: list[MeasuredPoint] = Field(default_factory=list)
-    not_captured: list[str] = Field(default_factory=list, description="what the prediction leaves out")
+    measured: list[MeasuredPoint] = Field(default_factory=list, max_length=MAX_MEASURED)
+    not_captured: list[Annotated[str, Field(max_length=1024)]] = Field(default_factory=list, max_length=64,
+                                                                     description="what the prediction leaves out")
 
     @model_validator(mode="after")
     def _schema(self) -> PerfProfile:
@@ -282,20 +296,23 @@ def calibrate_role(role: RoleProfile, measured: list[Point]) -> RoleProfile:
 
 
 def calibrate(profile: PerfProfile, measured: list[MeasuredPoint]) -> PerfProfile:
-    """``profile`` with benchmark points taken in: kept in ``measured`` (with the ones it held) and
-    each role's curve recomputed from its prediction and all of them (calibrating twice with the
-    same points gives the same profile)."""
-    every = list(profile.measured) + [m for m in measured if m not in profile.measured]
+    """``profile`` with benchmark points taken in: kept in ``measured`` (with the ones it held, the
+    newest :data:`MAX_MEASURED`) and each role's curve recomputed from its prediction and all of
+    them (calibrating twice with the same points gives the same profile). Raises ValueError
+    (pydantic's ValidationError) when the result is out of a profile's bounds."""
+    every = (list(profile.measured) + [m for m in measured if m not in profile.measured])[-MAX_MEASURED:]
     pre, dec = [], []
     for m in every:
         p, d = measured_role_points(m, profile.osl, profile.isl)
         pre.append(p)
         dec.append(d)
-    return profile.model_copy(update={
+    new = profile.model_copy(update={
         "prefill": calibrate_role(profile.prefill, _mean_by_load(pre)),
         "decode": calibrate_role(profile.decode, _mean_by_load(dec)),
         "measured": every,
     })
+    # model_copy does not validate: what is written must read back (ValidationError, a ValueError, if not).
+    return PerfProfile.model_validate(new.model_dump(by_alias=True))
 
 
 def _mean_by_load(points: list[Point]) -> list[Point]:

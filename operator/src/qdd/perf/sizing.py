@@ -45,6 +45,9 @@ class Slo:
     tpot_ms: float
 
 
+SLO_MAX_MS = {"ttft": 600_000, "tpot": 60_000}
+
+
 def parse_slo(text: str) -> Slo:
     """``ttft=MS,tpot=MS`` (either order); ValueError naming the fix."""
     got: dict[str, float] = {}
@@ -52,6 +55,9 @@ def parse_slo(text: str) -> Slo:
         m = re.fullmatch(r"\s*(ttft|tpot)\s*=\s*([0-9]+(?:\.[0-9]+)?)\s*(ms)?\s*", part)
         if not m or float(m.group(2)) <= 0:
             raise ValueError(f"--slo: {part.strip()!r} is not ttft=MS or tpot=MS with MS > 0 (e.g. --slo ttft=2000,tpot=50)")
+        # The bounds of spec.autoscaling.targets (qdd.api.autoscaling.SLOTargets): 400 digits were inf.
+        if float(m.group(2)) > SLO_MAX_MS[m.group(1)]:
+            raise ValueError(f"--slo: {m.group(1)} {m.group(2)[:20]} ms is above {SLO_MAX_MS[m.group(1)]:,} ms")
         got[m.group(1)] = float(m.group(2))
     if set(got) != {"ttft", "tpot"}:
         raise ValueError("--slo: give both, e.g. --slo ttft=2000,tpot=50 (milliseconds)")
@@ -179,9 +185,11 @@ def _fit_rate(o: Option, rate: float, factor: float, max_endpoints: int) -> None
     _operate(o, rate, factor)
 
 
-def _fit_budget(o: Option, budget: int, factor: float) -> None:
+def _fit_budget(o: Option, budget: int, factor: float, max_endpoints: int = 64) -> None:
     best = (0.0, 0, 0, 0)
-    for p in range(1, budget // o.prefill_gpus + 1):
+    # At most qdd's prefill endpoints: before (round 4) the loop ran to budget / GPUs per endpoint
+    # (half a billion steps for --gpu-budget 10**9) and could recommend more endpoints than qdd allows.
+    for p in range(1, min(budget // o.prefill_gpus, max_endpoints) + 1):
         d = min(16, (budget - p * o.prefill_gpus) // o.decode_gpus)
         if d < 1:
             break
@@ -225,8 +233,8 @@ def size(base: dict[str, Any], db: Database, slo: Slo, rate: float | None = None
     says why each other one lost), then refused ones (``refused`` says why)."""
     if (rate is None) == (gpu_budget is None):
         raise ValueError("give --rate R (requests/s) or --gpu-budget N, one of them")
-    if rate is not None and rate <= 0:
-        raise ValueError("--rate: must be > 0 requests/s")
+    if rate is not None and not (math.isfinite(rate) and rate > 0):
+        raise ValueError("--rate: must be a number > 0 requests/s")
     factor = rate_matching().decode
     opts = [evaluate(base, db, pre, dec, slo, accepted) for pre, dec in shapes]
     for o in opts:
@@ -234,7 +242,7 @@ def size(base: dict[str, Any], db: Database, slo: Slo, rate: float | None = None
             if rate is not None:
                 _fit_rate(o, rate, factor, max_endpoints)
             else:
-                _fit_budget(o, gpu_budget or 0, factor)
+                _fit_budget(o, gpu_budget or 0, factor, max_endpoints)
     ok = [o for o in opts if o.refused is None]
     _explain(ok, rate is not None)
     return ok + [o for o in opts if o.refused is not None]

@@ -50,17 +50,24 @@ def listed_urls(answer: Any) -> frozenset[str] | None:
     return frozenset(base_url(u) for u in answer["urls"] if isinstance(u, str))
 
 
-def serving_pods(pods: Iterable[Mapping[str, Any]], generation: str, port: int) -> dict[str, str]:
-    """``{url: pod name}`` of the pods the router's selectors pick for ``generation``
-    (qdd.plan.router.selector: role prefill or decode, group-role leader, that generation) that
-    have an IP and are not being deleted: what the router should have registered."""
+def _ready(pod: Mapping[str, Any]) -> bool:
+    st = pod.get("status") or {}
+    return st.get("phase") == "Running" and any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in st.get("conditions") or [])
+
+
+def serving_pods(pods: Iterable[Mapping[str, Any]], deployment: str, generation: str, port: int) -> dict[str, str]:
+    """``{url: pod name}`` of the pods the router should have registered: those its selectors pick
+    (qdd.plan.router.selector: this deployment, role prefill or decode, group-role leader,
+    ``generation``) that its discovery adds (Running, Ready, an IP; not being deleted)."""
     out: dict[str, str] = {}
     for p in pods:
         meta = p.get("metadata") or {}
         lab = meta.get("labels") or {}
         ip = (p.get("status") or {}).get("podIP")
-        if (lab.get(labels.ROLE) in ("prefill", "decode") and lab.get(labels.GROUP_ROLE) == "leader"
-                and lab.get(labels.GENERATION) == generation and ip and not meta.get("deletionTimestamp")):
+        if (lab.get(labels.DEPLOYMENT) == deployment and lab.get(labels.ROLE) in ("prefill", "decode")
+                and lab.get(labels.GROUP_ROLE) == "leader" and lab.get(labels.GENERATION) == generation
+                and ip and not meta.get("deletionTimestamp") and _ready(p)):
             out[endpoint_url(str(ip), port)] = str(meta.get("name"))
     return dict(sorted(out.items(), key=lambda kv: kv[1]))
 
@@ -68,9 +75,9 @@ def serving_pods(pods: Iterable[Mapping[str, Any]], generation: str, port: int) 
 @dataclass(frozen=True)
 class Registration:
     """What the router has registered of the ``planned`` endpoints (their count: endpoints of both
-    roles). ``registered``: pod names it lists; ``missing``: pod names it does not list (planned
-    endpoints without a pod yet are counted, not named); ``error``: why the list could not be read
-    (None when it was)."""
+    roles). ``registered``: serving pods it lists; ``missing``: serving pods it does not list
+    (planned endpoints without a Ready pod are counted, not named); ``error``: why the list could
+    not be read (None when it was)."""
 
     planned: int
     registered: tuple[str, ...] = ()

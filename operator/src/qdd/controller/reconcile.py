@@ -398,7 +398,8 @@ class Reconciler:
         # canary goes out only when it lists every serving pod (qdd.controller.registration, .canary).
         ready = _cond(status, "Ready").get("status") == "True"
         reg = None if self.registration is None or plan is None else self.registration.state(
-            plan, serving_pods([o for o in observed if o.get("kind") == "Pod"], plan.generation, plan.spec.ports.http),
+            plan, serving_pods([o for o in observed if o.get("kind") == "Pod"], plan.name, plan.generation,
+                               plan.spec.ports.http),
             ready)
         canary = self.canary.state(cr, plan, ready and (reg is None or reg.complete), dt.datetime.now(dt.timezone.utc),
                                    waiting=reg.message if reg is not None and not reg.complete else None)

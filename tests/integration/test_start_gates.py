@@ -68,15 +68,18 @@ def test_accuracy_gate_holds_ready_until_its_generation_is_scored(kube, operator
     assert p.returncode != 0 and "spec.validation.accuracy: Invalid value" in p.stderr
     assert "validation.accuracy needs a router" in p.stderr
 
-    kube.apply(dep)
+    kube.apply(dep)  # its benchmark does not exist yet: the generation serves, Ready waits
+    held = _wait(kube, "qdd", name, namespace, lambda o: condition(o, "Ready").get("reason") == "AccuracyBenchmarkInvalid",
+                 "Ready=False (AccuracyBenchmarkInvalid)")
+    gen = held["status"]["rollout"]["generation"]
+    assert held["status"]["rollout"]["serving"].startswith(f"{gen}/")  # the router already serves it
+    assert condition(held, "CanaryPassed")["status"] == "True" and condition(held, "Ready")["status"] == "False"
+    gate = condition(held, "AccuracyGatePassed")
+    assert (gate["status"], gate["reason"]) == ("False", "AccuracyBenchmarkInvalid")
+    assert gate["message"].startswith("QwenDisaggBenchmark gate (spec.validation.accuracy.benchmarkName) does not exist")
+    assert condition(held, "Degraded")["reason"] == "AccuracyBenchmarkInvalid" and "accuracy" not in held["status"]
+
     kube.apply(bench_cr(namespace, name, "gate", accuracy={"examples": 10, "passThreshold": 0.5}))
-    pending = _wait(kube, "qdd", name, namespace, lambda o: condition(o, "Ready").get("reason") == "AccuracyPending"
-                    or condition(o, "Ready").get("status") == "True", "Ready=False (AccuracyPending)")
-    gen = pending["status"]["rollout"]["generation"]
-    if condition(pending, "Ready")["status"] == "False":  # seen before the score came in
-        assert pending["status"]["rollout"]["serving"].startswith(f"{gen}/")  # the router serves it meanwhile
-        assert condition(pending, "AccuracyGatePassed")["status"] == "Unknown"
-        assert condition(pending, "CanaryPassed")["status"] == "True"
     obj = wait_ready(kube, name, namespace, timeout=STEP_TIMEOUT)
     gate = condition(obj, "AccuracyGatePassed")
     assert (gate["status"], gate["reason"]) == ("True", "AccuracyAboveThreshold")

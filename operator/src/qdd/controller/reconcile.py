@@ -27,8 +27,9 @@ from . import metrics
 from ..canary import CanaryState
 from ..safetext import safe_value
 from .canary import CanaryChecker
-from ..canary.accuracy import AccuracyState, accuracy_state
-from ..canary.registration import Registration, serving_pods
+from ..canary.accuracy import AccuracyState
+from ..canary.registration import Registration
+from .gates import start_gates
 from .registration import POLL_S, RegistrationChecker
 from .children import diff, key, with_owner
 from .groups import group_states, groups_to_delete, pods_to_create
@@ -394,17 +395,9 @@ class Reconciler:
         inputs = self._inputs(plan, desired, observed)
         status = self._status_of(cr, plan, desired, observed, states, peer_restart, rollout, errors,
                                  peer_pending=peer_pending, inputs=inputs)
-        # The router's list of registered endpoints is read when everything else is Ready, and the
-        # canary goes out only when it lists every serving pod (qdd.controller.registration, .canary).
-        ready = _cond(status, "Ready").get("status") == "True"
-        reg = None if self.registration is None or plan is None else self.registration.state(
-            plan, serving_pods([o for o in observed if o.get("kind") == "Pod"], plan.name, plan.generation,
-                               plan.spec.ports.http),
-            ready)
-        canary = self.canary.state(cr, plan, ready and (reg is None or reg.complete), dt.datetime.now(dt.timezone.utc),
-                                   waiting=reg.message if reg is not None and not reg.complete else None)
-        acc = self._accuracy(cr, plan, ready and (reg is None or reg.complete)
-                             and (canary is None or canary.passed is True))
+        # Registration, canary, accuracy gate: each only when the ones before hold (qdd.controller.gates).
+        reg, canary, acc = start_gates(self.registration, self.canary, self.kube, cr, plan, observed,
+                                       _cond(status, "Ready").get("status") == "True")
         if canary is not None or reg is not None or acc is not None:
             status = self._status_of(cr, plan, desired, observed, states, peer_restart, rollout, errors, canary,
                                      peer_pending, inputs, reg, acc)
@@ -420,20 +413,6 @@ class Reconciler:
             metrics.READY_ENDPOINTS.labels(namespace, name, role).set(status[role]["readyEndpoints"])
             metrics.DESIRED_ENDPOINTS.labels(namespace, name, role).set(status[role]["endpoints"])
         return status
-
-    def _accuracy(self, cr: dict[str, Any], plan: Plan | None, serving: bool) -> AccuracyState | None:
-        """The accuracy gate's state (spec.validation.accuracy; None without one): one GET of its
-        benchmark per pass, only for a deployment that has the gate."""
-        gate = plan.spec.validation.accuracy if plan is not None else None
-        if gate is None or plan is None:
-            return None
-        record = (cr.get("status") or {}).get("accuracy")
-        try:
-            bench = self.kube.get_benchmark(plan.namespace, gate.benchmark_name)
-        except Exception as e:  # noqa: BLE001 — an API hiccup: the gate waits, the pass goes on
-            return AccuracyState(None, Reason.ACCURACY_PENDING, f"cannot read QwenDisaggBenchmark "
-                                 f"{gate.benchmark_name}: {type(e).__name__}: {str(e)[:200]}", record)
-        return accuracy_state(gate, plan.name, plan.generation, bench, record, serving, _now())
 
     def _events(self, cr: dict[str, Any], old: dict[str, Any], new: dict[str, Any]) -> None:
         for type_, reason, message in transition_events(old, new) + serving_events(old, new):

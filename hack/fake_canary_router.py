@@ -13,6 +13,19 @@ non-streamed completion, with the text:
   answering: a hung router) — tests use it to simulate engines that return garbage or fail —, else
 * :data:`SIMULATED_ANSWER`.
 
+``GET /<namespace>/<name>/list_workers`` answers as vllm-router 0.1.17 does for the router
+Deployment ``<name>-router`` in that namespace (its admin route, src/server.rs): ``{"urls": [...]}``
+with ``http://<pod IP>:<--service-discovery-port>`` for every pod its Kubernetes service discovery
+has registered (src/service_discovery.rs, :func:`discovered`): a pod that matches all the labels of
+``--prefill-selector`` or ``--decode-selector`` is added once it is Running with condition Ready
+and has an IP, and stays until it is deleted (the real router never removes a pod that only turns
+not Ready). The selectors and port are read from the Deployment's args, as the router reads its
+own. ``unregistered`` in the ConfigMap (pod names, comma-separated) keeps those pods out of the
+list, like a router whose discovery has not reached them yet. What it leaves out: the router's
+health check of a new worker before adding it, and its DP-rank entries (``URL@rank``), which the
+operator reads as the same endpoint. tests/contract/test_router.py compares :func:`discovered`
+with the real router's answer for the same pods.
+
 ``GET /<namespace>/<name>/requests`` returns the request bodies it received for that deployment
 (the last 100), so tests assert what the operator sent. It is a stand-in for real engines, never
 part of the operator. Exits 0 on SIGTERM/SIGINT.
@@ -41,11 +54,67 @@ SIMULATED_ANSWER = " Paris. (SIMULATED answer of hack/fake_canary_router.py)"
 log = logging.getLogger("fake-canary-router")
 
 
+def _selector_args(args: list[str], flag: str) -> dict[str, str]:
+    """``--flag k=v k=v …`` of an argv (the values up to the next ``--``), as the router parses them."""
+    if flag not in args:
+        return {}
+    out: dict[str, str] = {}
+    for tok in args[args.index(flag) + 1:]:
+        if tok.startswith("--"):
+            break
+        k, _, v = tok.partition("=")
+        out[k] = v
+    return out
+
+
+def _matches(pod: dict[str, Any], selector: dict[str, str]) -> bool:
+    lab = (pod.get("metadata") or {}).get("labels") or {}
+    return bool(selector) and all(lab.get(k) == v for k, v in selector.items())
+
+
+def _healthy(pod: dict[str, Any]) -> bool:
+    st = pod.get("status") or {}
+    return st.get("phase") == "Running" and any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in st.get("conditions") or [])
+
+
+def _url(ip: str, port: int) -> str:
+    return f"http://[{ip}]:{port}" if ":" in ip else f"http://{ip}:{port}"
+
+
+def discovered(args: list[str], pods: list[dict[str, Any]], tracked: dict[str, str],
+               unregistered: frozenset[str] = frozenset()) -> tuple[list[str], dict[str, str]]:
+    """vllm-router 0.1.17's Kubernetes discovery in P/D mode, for the router args ``args`` and the
+    namespace's ``pods`` (API dicts, camelCase): (the URLs ``/list_workers`` lists, prefill pods
+    first then decode, each by name; the new ``tracked`` {pod uid: URL}). ``tracked``: what the
+    previous call registered: a pod stays registered while it exists and is not being deleted; a
+    new one is added when it is Running, Ready and has an IP. ``unregistered``: pod names held back."""
+    prefill = _selector_args(args, "--prefill-selector")
+    decode = _selector_args(args, "--decode-selector")
+    port = int(args[args.index("--service-discovery-port") + 1]) if "--service-discovery-port" in args else 80
+    now: dict[str, str] = {}
+    order: list[tuple[int, str, str]] = []
+    for p in pods:
+        meta = p.get("metadata") or {}
+        kind = 0 if _matches(p, prefill) else 1 if _matches(p, decode) else None
+        ip = (p.get("status") or {}).get("podIP")
+        if kind is None or not ip or meta.get("deletionTimestamp") or meta.get("name") in unregistered:
+            continue
+        uid = str(meta.get("uid"))
+        if uid in tracked or _healthy(p):
+            now[uid] = tracked.get(uid) or _url(str(ip), port)
+            order.append((kind, str(meta.get("name")), now[uid]))
+    return [u for _, _, u in sorted(order)], now
+
+
 class Double:
     def __init__(self, core: client.CoreV1Api) -> None:
         self.core = core
         self.lock = threading.Lock()
         self.requests: dict[tuple[str, str], deque[dict[str, Any]]] = defaultdict(lambda: deque(maxlen=100))
+        self.apps = client.AppsV1Api(core.api_client)
+        self.tracked: dict[tuple[str, str], dict[str, str]] = {}
+        """Per router: the pods its discovery registered, {uid: URL} (:func:`discovered`)."""
 
     def wanted(self, namespace: str) -> dict[str, str]:
         try:
@@ -54,6 +123,22 @@ class Double:
             if e.status == 404:
                 return {}
             raise
+
+    def list_workers(self, namespace: str, name: str) -> tuple[int, dict[str, Any]]:
+        """The router's ``GET /list_workers``: its Deployment's args, the namespace's pods."""
+        try:
+            dep = self.apps.read_namespaced_deployment(f"{name}-router", namespace)
+        except ApiException as e:
+            if e.status == 404:
+                return 404, {"error": f"no router Deployment {name}-router in {namespace}"}
+            raise
+        (c,) = [c for c in dep.spec.template.spec.containers if c.name == "router"]
+        pods = self.core.api_client.sanitize_for_serialization(self.core.list_namespaced_pod(namespace).items)
+        held = frozenset(x.strip() for x in self.wanted(namespace).get("unregistered", "").split(",") if x.strip())
+        with self.lock:
+            urls, self.tracked[(namespace, name)] = discovered(list(c.args or []), pods,
+                                                               self.tracked.get((namespace, name), {}), held)
+        return 200, {"urls": urls}
 
     def complete(self, namespace: str, name: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         with self.lock:
@@ -92,6 +177,12 @@ def handler(double: Double) -> type[BaseHTTPRequestHandler]:
             if len(parts) == 3 and parts[2] == "requests":
                 with double.lock:
                     self._json(200, list(double.requests.get((parts[0], parts[1]), [])))
+                return
+            if len(parts) == 3 and parts[2] == "list_workers":
+                try:
+                    self._json(*double.list_workers(parts[0], parts[1]))
+                except (ApiException, OSError) as e:
+                    self._json(500, {"error": f"test double cannot read the cluster: {e}"})
                 return
             self._json(404, {"error": f"no such path {self.path}"})
 

@@ -15,6 +15,7 @@ Everything binds to 127.0.0.0/8, every wait is bounded, the router runs under `t
 from __future__ import annotations
 
 import copy
+import importlib.util
 import json
 import socket
 from collections import Counter
@@ -26,13 +27,23 @@ import pytest
 import yaml
 
 from qdd import labels
+from qdd.canary.registration import LIST_PATH, listed_urls, registration, serving_pods
 
 from .fake_engine import FakeEngine, FakeFleet, Tripwire, prompt_digest
 from .fake_kube_api import FakeKubeAPI
-from .router_harness import (BIND_FLAGS, DISCOVERY_FLAGS, EXAMPLE, Router, free_port, render,
+from .router_harness import (BIND_FLAGS, DISCOVERY_FLAGS, EXAMPLE, OPENER, ROOT, Router, free_port, render,
                              router_container, split_flags, sse_events, substitute)
 
 CR = yaml.safe_load(EXAMPLE.read_text())
+
+
+def _double() -> Any:
+    """hack/fake_canary_router.py as a module (it is a script, not a package)."""
+    spec = importlib.util.spec_from_file_location("fake_canary_router", ROOT / "hack" / "fake_canary_router.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 MODEL = CR["spec"]["model"]["servedModelName"]
 
 
@@ -288,12 +299,17 @@ def discovery_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[s
     other["metadata"]["labels"]["qdd.dev/deployment"] = "someone-else"
     elsewhere = copy.deepcopy(PREFILL_PODS[0])
     elsewhere["metadata"]["namespace"] = "elsewhere"
-    pods = [copy.deepcopy(p) for p in ENGINE_PODS] + [other, elsewhere]
+    # And one of this deployment's prefill pods that is Running but not Ready (still loading): the
+    # router must neither register nor call it.
+    loading = copy.deepcopy(PREFILL_PODS[0])
+    loading["metadata"]["name"] = f"{PREFILL_PODS[0]['metadata']['name']}-loading"
+    pods = [copy.deepcopy(p) for p in ENGINE_PODS] + [other, elsewhere, loading]
     for i, p in enumerate(pods):
         ip = f"{LOOPBACK_NET}{10 + i}"
+        ready = "False" if p is loading else "True"
         p["status"] = {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}], "hostIP": ip,
-                       "conditions": [{"type": "Ready", "status": "True"},
-                                      {"type": "ContainersReady", "status": "True"}]}
+                       "conditions": [{"type": "Ready", "status": ready},
+                                      {"type": "ContainersReady", "status": ready}]}
         p["metadata"].update(uid=f"uid-{i}", resourceVersion="1")
     if not _bindable([p["status"]["podIP"] for p in pods], port):
         pytest.fail(f"port {port} (the rendered --service-discovery-port) is taken on {LOOPBACK_NET}x "
@@ -311,7 +327,8 @@ def discovery_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[s
         assert set(changed) == set(BIND_FLAGS)
         with Router(args, tmp / "router.log", kubeconfig=kubeconfig) as router:
             router.wait_ready(PREFILL_RANKS, DECODE_RANKS)
-            yield {"router": router, "fleet": fleet, "api": api, "trips": trips, "namespace": namespace}
+            yield {"router": router, "fleet": fleet, "api": api, "trips": trips, "namespace": namespace,
+                   "pods": [p for p in pods if p["metadata"]["namespace"] == namespace]}
     finally:
         api.stop()
         fleet.stop()
@@ -336,10 +353,32 @@ def test_discovery_selects_exactly_the_rendered_serving_pods(discovery_stack: di
     assert [len(e.completions()) for e in fleet.prefill] == [2] * len(fleet.prefill)
     assert all(e.completions() for e in fleet.decode)
     trips = discovery_stack["trips"]
-    assert len(trips) == len(ENGINE_PODS) - len(SERVING) + 2
+    assert len(trips) == len(ENGINE_PODS) - len(SERVING) + 3
     assert [t.hits for t in trips] == [[] for _ in trips]
     ns = discovery_stack["namespace"]
     assert any(r.startswith(f"/api/v1/namespaces/{ns}/pods") for r in discovery_stack["api"].requests)
+
+
+def test_list_workers_is_what_the_double_and_the_operator_say(discovery_stack: dict[str, Any]) -> None:
+    """The start gate's contract: the real router's ``GET /list_workers`` for the rendered args and
+    pods, the router TEST DOUBLE's answer for the same pods (hack/fake_canary_router.py, which the
+    simulated cluster runs) and the serving pods the operator waits for (qdd.canary.registration)
+    are the same endpoints: every Ready serving pod once, by its base URL (the router lists an engine
+    once per DP rank, ``URL@rank``), never a headless worker, a pod that is not Ready, another
+    deployment's or another namespace's."""
+    router, pods = discovery_stack["router"], discovery_stack["pods"]
+    with OPENER.open(router.base + LIST_PATH, timeout=5) as r:
+        answer = json.loads(r.read())
+    real = listed_urls(answer)
+    assert real is not None and any("@" in u for u in answer["urls"]), answer  # DP ranks listed as URL@rank
+    double_urls, tracked = _double().discovered(ROUTER_ARGS, pods, {})
+    assert set(double_urls) == real and len(double_urls) == len(SERVING) == len(tracked)
+    port = int(_flag(ROUTER_ARGS, "--service-discovery-port"))
+    generation = SERVING[0]["metadata"]["labels"][labels.GENERATION]
+    expected = serving_pods(pods, CR["metadata"]["name"], generation, port)
+    assert set(expected) == real and sorted(expected.values()) == sorted(p["metadata"]["name"] for p in SERVING)
+    reg = registration(len(SERVING), expected, real)
+    assert reg.complete and reg.message == f"all {len(SERVING)} endpoints registered with the router"
 
 
 def test_rendered_router_rbac_covers_what_discovery_asked(discovery_stack: dict[str, Any]) -> None:

@@ -25,6 +25,7 @@ CONDITION_BUILDERS = ("qdd.controller.status_conditions", "qdd.controller.bench_
 FAMILIES = {
     # A reason passed through from another module's result, by the expression that carries it.
     "f.canary.reason": ("CanaryState", 1, ("qdd.canary.judge", "qdd.controller.canary")),
+    "f.accuracy.reason": ("AccuracyState", 1, ("qdd.canary.accuracy", "qdd.controller.reconcile")),
     "f.kv.reason": ("Verdict", 1, ("qdd.preflight.verdict", "qdd.preflight.observe")),
     "f.placed[1]": ("placed", 1, ("qdd.controller.placement",)),
     "cdv.reason": ("PlatformVerdict", 1, ("qdd.controller.platform",)),
@@ -185,6 +186,9 @@ def test_the_resolver_sees_known_reasons_of_each_family():
     assert {"TCPFallback", "PreflightPending"} <= code[conditions.KV_TRANSFER_READY]
     assert {"GangScheduled", "NoGangScheduling"} <= code[conditions.PLACED]
     assert {conditions.Reason.CANARY_MISMATCH, conditions.Reason.CANARY_NO_ROUTER} <= code[conditions.CANARY_PASSED]
+    assert {conditions.Reason.ACCURACY_PENDING, conditions.Reason.ACCURACY_BELOW_THRESHOLD} <= code[
+        conditions.ACCURACY_GATE_PASSED]
+    assert conditions.Reason.ACCURACY_PENDING not in code[conditions.DEGRADED]  # only a failed gate degrades
     assert code[conditions.PROGRESSING] == code[conditions.RECONCILING]
 
 

@@ -19,7 +19,7 @@ from ..conftest import EXAMPLES, load
 from .helpers import plan_of
 
 _TOKEN = re.compile(r"\s*(?:(?P<str>'[^']*')|(?P<num>\b\d+\b)|has\((?P<has>self(?:\.\w+)+)\)|(?P<path>self(?:\.(?!startsWith|lowerAscii)\w+)+)"
-                    r"|(?P<meth>\.startsWith|\.lowerAscii)|(?P<op>&&|\|\||==|!=|>=|<=|!|\+|\*|\(|\)|\[|\]|,|\bin\b))")
+                    r"|(?P<meth>\.startsWith|\.lowerAscii)|(?P<op>&&|\|\||==|!=|>=|<=|>|<|!|\+|\*|\(|\)|\[|\]|,|\bin\b))")
 _METHODS = {".startsWith": ".startswith", ".lowerAscii": ".lower"}
 _OPS = {"&&": " and ", "||": " or ", "!": " not ", "in": " in "}
 
@@ -107,6 +107,10 @@ SCENARIOS: dict[str, tuple[Callable[[dict], None], str | None]] = {
     "async-new": (_engine("0.33.0", "decode", True), None),
     "router-port-is-metrics": (lambda s: s.setdefault("router", {}).update(port=29000), ".router.port"),
     "router-port-other": (lambda s: s.setdefault("router", {}).update(port=9000), None),
+    "accuracy-gate": (lambda s: s.update(validation={"accuracy": {"benchmarkName": "gsm8k", "minScore": 0.85}}), None),
+    "accuracy-gate-no-router": (lambda s: s.update(validation={"accuracy": {"benchmarkName": "gsm8k", "minScore": 0.85}},
+                                                   router={"replicas": 0}), ".validation.accuracy"),
+    "no-router-no-gate": (lambda s: s.update(router={"replicas": 0}), None),
 }
 
 
@@ -154,4 +158,4 @@ def test_the_evaluator_can_say_no():
     assert cel_eval("self.a.b == 'x' && !has(self.c)", {"a": {"b": "x"}}) is True
     assert cel_eval("self.a.b in ['y', 'z'] || self.a.b.startsWith('q')", {"a": {"b": "x"}}) is False
     with pytest.raises(AssertionError):
-        cel_to_python("self.a.size() > 2")
+        cel_to_python("self.a % 2 == 0")

@@ -100,6 +100,7 @@ class AccuracyResult(ApiModel):
     mean: float | None = Field(None, description="Mean accuracy.")
     questions: int | None = Field(None, description="Questions per repeat.")
     invalid: int | None = Field(None, description="Answers without a number, over all repeats.")
+    generation: str | None = Field(None, description="The deployment's generation (qdd.dev/generation) the run measured, when this benchmark is its accuracy gate (its spec.validation.accuracy.benchmarkName); unset otherwise.")
 
 
 class BenchmarkStatus(ApiModel):

@@ -55,6 +55,21 @@ def _canary_mismatch(status: str) -> ReasonDoc:
                      "change of answer (new model): set or update spec.validation.canary.expected (docs/canary.md)")
 
 
+_SEE_ACCURACY = "see `AccuracyGatePassed` with this reason"
+_ACCURACY_BELOW = ("the gate's benchmark measured this generation below spec.validation.accuracy.minScore: the engines "
+                   "answer wrongly with HTTP 200 (e.g. vllm#36094: ~0.35 instead of ~0.9 on some engine builds); a "
+                   "Warning event says so; the router keeps serving this generation")
+_ACCURACY_BELOW_DO = ("roll back the change (revert the spec: the previous generation comes back and is measured again), "
+                      "or check the checkpoint, its revision and the engine version's known fixes "
+                      "(docs/facts/engine-fixes.md)")
+_ACCURACY_FAILED = ("the gate's benchmark failed on this generation (a Job failed, a result unreadable, GSM8K requests "
+                    "unanswered): no score to judge")
+_ACCURACY_FAILED_DO = ("read the benchmark's `Failed` and its Job's log; fix the cause, then delete the benchmark's "
+                       "Jobs (or re-create the benchmark) to run it again")
+_ACCURACY_INVALID = ("the benchmark spec.validation.accuracy.benchmarkName names does not exist, has no spec.accuracy, "
+                     "or measures another deployment")
+_ACCURACY_INVALID_DO = "create the QwenDisaggBenchmark with spec.deploymentName this deployment and spec.accuracy"
+
 _SERVING = (" From the engines' own metrics (spec.observe; docs/observability.md), over spec.observe.windowSeconds: "
             "True names the cause, and it clears once a whole window passes without it; a Warning event when raised, "
             "a Normal one when cleared. Absent when spec.observe.enabled is false.")
@@ -97,10 +112,22 @@ CONDITIONS: tuple[ConditionDoc, ...] = (
                                "--peer-restart-window, 30 s); never Ready between", "wait"),
                      ReasonDoc(R.KV_TRANSFER_NOT_READY, "False", "every endpoint is Ready but the KV-transfer preflight "
                                "has not verified the transfer (the message has its verdict)", "see `KVTransferReady`"),
+                     ReasonDoc(R.ENDPOINTS_NOT_REGISTERED, "False", "every endpoint is Ready but the router does "
+                               "not list them all yet (its GET /list_workers); the message says how many of how many, "
+                               "and names those missing. The canary and benchmarks wait for it: a router that answers "
+                               "with one endpoint of several registered serves (SemiAnalysisAI/InferenceX#2549)",
+                               "wait (the router's Kubernetes discovery adds a pod once it is Running and Ready); if it "
+                               "lasts, read the router's log and check its Role (pods get/list/watch)"),
                      ReasonDoc(R.CANARY_PENDING, "False", "everything else is ready; the canary has not answered yet",
                                _SEE_CANARY),
                      _canary_failed("False"),
                      _canary_mismatch("False"),
+                     ReasonDoc(R.ACCURACY_PENDING, "False", "the router serves this generation, every endpoint is "
+                               "registered and the canary passed; the accuracy gate's benchmark has not measured it yet",
+                               _SEE_ACCURACY),
+                     ReasonDoc(R.ACCURACY_BELOW_THRESHOLD, "False", _ACCURACY_BELOW, _ACCURACY_BELOW_DO),
+                     ReasonDoc(R.ACCURACY_RUN_FAILED, "False", _ACCURACY_FAILED, _ACCURACY_FAILED_DO),
+                     ReasonDoc(R.ACCURACY_BENCHMARK_INVALID, "False", _ACCURACY_INVALID, _ACCURACY_INVALID_DO),
                      ReasonDoc(R.ENDPOINTS_NOT_READY, "False", "endpoints or the router are not Ready yet (the message "
                                "counts them, and names engine pods the scheduler cannot place)",
                                "wait for model load (spec.cluster.startupTimeoutSeconds bounds it); if it lasts, "
@@ -129,6 +156,9 @@ CONDITIONS: tuple[ConditionDoc, ...] = (
                                "event says which", "wait: it clears when decode is Ready again"),
                      _canary_mismatch("True"),
                      _canary_failed("True"),
+                     ReasonDoc(R.ACCURACY_BELOW_THRESHOLD, "True", _ACCURACY_BELOW, _ACCURACY_BELOW_DO),
+                     ReasonDoc(R.ACCURACY_RUN_FAILED, "True", _ACCURACY_FAILED, _ACCURACY_FAILED_DO),
+                     ReasonDoc(R.ACCURACY_BENCHMARK_INVALID, "True", _ACCURACY_INVALID, _ACCURACY_INVALID_DO),
                  )),
     ConditionDoc(C.RECONCILING, DEPLOYMENT, "kstatus's name for `Progressing` (Flux, `kubectl wait`, kstatus-based "
                  "tools); always the same status and reason.", (
@@ -225,14 +255,28 @@ CONDITIONS: tuple[ConditionDoc, ...] = (
                  "baseline says; status.canary has the baseline, the last check and its latency. Set for a valid plan "
                  "only.", (
                      ReasonDoc(R.CANARY_PASSED, "True", "the answer equals the baseline", "-"),
-                     ReasonDoc(R.CANARY_PENDING, "Unknown", "waiting for every endpoint, the router and the preflight, "
-                               "or for the answer of a check just sent", "wait; see `Ready` for what is not ready"),
+                     ReasonDoc(R.CANARY_PENDING, "Unknown", "waiting for every endpoint, the router, the preflight and "
+                               "the router's registration of every endpoint (the message says how many it lists), or "
+                               "for the answer of a check just sent", "wait; see `Ready` for what is not ready"),
                      _canary_mismatch("False"),
                      _canary_failed("False"),
                      ReasonDoc(R.CANARY_DISABLED, "True", "spec.validation.canary.enabled is false: Ready does not wait "
                                "for it", "-"),
                      ReasonDoc(R.CANARY_NO_ROUTER, "True", "spec.router.replicas is 0: no router to send it through",
                                "-"),
+                 )),
+    ConditionDoc(C.ACCURACY_GATE_PASSED, DEPLOYMENT, "The accuracy gate (spec.validation.accuracy; "
+                 "docs/benchmark.md#accuracy-gate): after each change of generation, Ready waits for a GSM8K result of "
+                 "that generation from the named QwenDisaggBenchmark at or above minScore; status.accuracy keeps the "
+                 "score with the generation it measured. Absent without the gate.", (
+                     ReasonDoc(R.ACCURACY_ABOVE_THRESHOLD, "True", "this generation scored at or above minScore; the "
+                               "message has the score", "-"),
+                     ReasonDoc(R.ACCURACY_PENDING, "Unknown", "no result for this generation yet: the benchmark runs "
+                               "once the router serves it, every endpoint is registered and the canary passed (the "
+                               "message says which), or it is running", "wait; see the benchmark's `Complete`"),
+                     ReasonDoc(R.ACCURACY_BELOW_THRESHOLD, "False", _ACCURACY_BELOW, _ACCURACY_BELOW_DO),
+                     ReasonDoc(R.ACCURACY_RUN_FAILED, "False", _ACCURACY_FAILED, _ACCURACY_FAILED_DO),
+                     ReasonDoc(R.ACCURACY_BENCHMARK_INVALID, "False", _ACCURACY_INVALID, _ACCURACY_INVALID_DO),
                  )),
     ConditionDoc(C.DISRUPTION_PROTECTED, DEPLOYMENT, "Every role has a PodDisruptionBudget, so a node drain evicts at "
                  "most one endpoint of each at a time. Set once there is a plan.", (
@@ -292,8 +336,10 @@ CONDITIONS: tuple[ConditionDoc, ...] = (
                  "result is recorded (status, ConfigMap `NAME-results`).", (
                      ReasonDoc("Completed", "True", "done; the message counts the sweep points and the GSM8K mean", "-"),
                      ReasonDoc("Running", "False", "a Job is running (the message names the step)", "wait"),
-                     ReasonDoc("WaitingForDeployment", "False", "the deployment is missing or not Ready",
-                               "see the deployment's `Ready`"),
+                     ReasonDoc("WaitingForDeployment", "False", "the deployment is missing or not Ready (the "
+                               "message quotes its Ready reason: e.g. how many endpoints the router lists); the "
+                               "deployment's accuracy gate waits instead until the deployment serves its current "
+                               "generation with only the gate pending", "see the deployment's `Ready`"),
                      ReasonDoc("JobFailed", "False", "see `Failed`", "see `Failed`"),
                      ReasonDoc(R.INVALID_SPEC, "False", "see `Failed`", "see `Failed`"),
                  )),

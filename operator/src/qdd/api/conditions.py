@@ -24,6 +24,10 @@ CANARY_PASSED = "CanaryPassed"
 """The canary (spec.validation.canary, qdd.canary): one deterministic completion through the router
 answered as the generation's baseline says."""
 
+ACCURACY_GATE_PASSED = "AccuracyGatePassed"
+"""The accuracy gate (spec.validation.accuracy, qdd.canary.accuracy): the current generation's GSM8K
+result from the named QwenDisaggBenchmark reached minScore. Absent when the gate is not set."""
+
 DISRUPTION_PROTECTED = "DisruptionProtected"
 """Every role has a PodDisruptionBudget (two or more endpoints); False names the role a drain stops
 (a budget for a single endpoint would wedge every drain of its nodes instead)."""
@@ -43,7 +47,7 @@ ENGINE_STALLED = "EngineStalled"
 SERVING_TYPES = (KV_TRANSFER_FAILING, KV_LEASE_EXPIRING, KV_CACHE_SATURATED, REQUESTS_QUEUEING, ENGINE_STALLED)
 
 TYPES = (READY, PROGRESSING, DEGRADED, RECONCILING, STALLED, PLAN_VALID, COMPUTE_DOMAIN_READY, KV_TRANSFER_READY,
-         PLACED, CANARY_PASSED, DISRUPTION_PROTECTED, *SERVING_TYPES)
+         PLACED, CANARY_PASSED, ACCURACY_GATE_PASSED, DISRUPTION_PROTECTED, *SERVING_TYPES)
 """Every condition a status carries, in the order they are written."""
 
 
@@ -72,6 +76,9 @@ class Reason:
     KV_TRANSFER_NOT_READY = "KVTransferNotReady"
     ALL_ENDPOINTS_READY = "AllEndpointsReady"
     ENDPOINTS_NOT_READY = "EndpointsNotReady"
+    ENDPOINTS_NOT_REGISTERED = "EndpointsNotRegistered"
+    """Ready: every endpoint is Ready but the router does not list them all yet (GET /list_workers;
+    qdd.canary.registration): the canary and benchmarks wait for it."""
     INSUFFICIENT_NVLINK_DOMAIN_CAPACITY = "InsufficientNVLinkDomainCapacity"
     ROLLING_OUT = "RollingOut"
     GENERATION_ROLLING_OUT = "NewGenerationRollingOut"
@@ -90,6 +97,18 @@ class Reason:
     CANARY_PENDING = "CanaryPending"
     CANARY_DISABLED = "CanaryDisabled"
     CANARY_NO_ROUTER = "NoRouter"
+    ACCURACY_PENDING = "AccuracyPending"
+    """AccuracyGatePassed Unknown and Ready False: the router serves the generation, every endpoint is
+    registered and the canary passed; the gate's benchmark has not measured this generation yet.
+    The gate's benchmark runs in this state (qdd.controller.benchmark.serves_for_gate)."""
+    ACCURACY_ABOVE_THRESHOLD = "AccuracyAboveThreshold"
+    ACCURACY_BELOW_THRESHOLD = "AccuracyBelowThreshold"
+    ACCURACY_RUN_FAILED = "AccuracyRunFailed"
+    """The gate's benchmark failed on this generation (a Job failed, a result unreadable, GSM8K
+    requests unanswered): no score to judge."""
+    ACCURACY_BENCHMARK_INVALID = "AccuracyBenchmarkInvalid"
+    """The benchmark spec.validation.accuracy names is missing, has no spec.accuracy, or measures
+    another deployment."""
     NO_ENGINE_METRICS = "NoEngineMetrics"
     """A serving condition is Unknown: no engine's metrics could be read (status.serving.errors says why)."""
     PROMETHEUS_NOT_ALLOWED = "PrometheusNotAllowed"

@@ -303,6 +303,21 @@ AUTOSCALING_RULES: list[Rule] = [
 """Rules of spec.autoscaling that need the roles' topologies (the rest sit on the autoscaling models)."""
 SPEC_RULES += AUTOSCALING_RULES
 
+ACCURACY_GATE_RULES: list[Rule] = [
+    Rule(
+        # Defaulting runs before CEL: router and its replicas (1) are present unless set.
+        cel="!has(self.validation.accuracy) || self.router.replicas > 0",
+        field=".validation.accuracy",
+        message=("validation.accuracy needs a router: the benchmark's GSM8K run goes through it, and with "
+                 "router.replicas 0 no result ever comes, so Ready would wait for ever; raise router.replicas or "
+                 "remove validation.accuracy"),
+        check=lambda s: s.validation.accuracy is None or s.router.replicas > 0,
+        given=lambda s: f"router.replicas {s.router.replicas}",
+    ),
+]
+"""The accuracy gate (spec.validation.accuracy) against the rest of the spec."""
+SPEC_RULES += ACCURACY_GATE_RULES
+
 
 def cel_rules(rules: list[Rule]) -> dict[str, Any]:
     """``json_schema_extra`` carrying the rules as CRD ``x-kubernetes-validations``."""

@@ -393,6 +393,7 @@ class RouterSpec(ApiModel):
     prefill_policy: Literal["random", "round_robin", "cache_aware", "power_of_two"] = Field("round_robin", description="--prefill-policy.")
     decode_policy: Literal["random", "round_robin", "cache_aware", "power_of_two"] = Field("round_robin", description="--decode-policy.")
     service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = Field("ClusterIP", description="Type of the router Service. NodePort and LoadBalancer expose the router (an OpenAI API without authentication) outside the cluster: a status warning says so (docs/security.md).")
+    request_timeout_seconds: int | None = Field(None, ge=5, le=86400, description="--request-timeout-secs: how long vllm-router 0.1.17 waits for each leg of a request, prefill and decode, the decode's streamed answer included (one total timeout per upstream request). A prefill that hangs reaches the client after this; a prefill's HTTP error reaches it at once and decode is never contacted (docs/facts/router-pd.md). Unset: 60 + 0.2 × workload.osl (265 for OSL 1024), not the router's 1800; raise it when clients ask for more output tokens than workload.osl: a longer answer is cut.")
 
 
 class RolloutSpec(ApiModel):

@@ -83,6 +83,16 @@ class CanaryStatus(ApiModel):
     message: str | None = Field(None, description="Why the last check failed.")
 
 
+class AccuracyGateStatus(ApiModel):
+    generation: str | None = Field(None, description="The generation (qdd.dev/generation) the score was measured on: a score of another generation never lets this one become Ready.")
+    benchmark: str | None = Field(None, description="The QwenDisaggBenchmark that measured it (spec.validation.accuracy.benchmarkName).")
+    score: float | None = Field(None, description="GSM8K mean accuracy of that run, 0..1.")
+    min_score: float | None = Field(None, description="spec.validation.accuracy.minScore it was judged against.")
+    passed: bool | None = Field(None, description="score >= minScore and every question answered.")
+    questions: int | None = Field(None, description="Questions per repeat.")
+    measured_time: str | None = Field(None, description="RFC 3339 time the operator first saw the result.")
+
+
 class Percentiles(ApiModel):
     p50: float | None = Field(None, description="Median over the window, seconds (linear within vLLM's histogram bucket, as PromQL histogram_quantile).")
     p90: float | None = Field(None, description="90th percentile over the window, seconds.")
@@ -134,6 +144,7 @@ class QwenDisaggDeploymentStatus(ApiModel):
     router_endpoint: str | None = Field(None, description="In-cluster URL of the router.")
     kv_transfer: KVTransferStatus | None = Field(None, description="KV-transfer preflight result.")
     canary: CanaryStatus | None = Field(None, description="The canary's baseline and last check (spec.validation.canary).")
+    accuracy: AccuracyGateStatus | None = Field(None, description="The accuracy gate's last result and the generation it belongs to (spec.validation.accuracy).")
     prefill_pods: dict[str, str] | None = Field(None, description="UIDs of the prefill pods at the last reconcile, by name: a name with a new UID is a replaced prefill engine (peer restart).")
     rollout: RolloutStatus | None = Field(None, description="Which generation is current and which one serves.")
     progress: ProgressStatus | None = Field(None, description="The last progress seen (spec.rollout.progressDeadlineSeconds, Stalled).")

@@ -1,5 +1,10 @@
 """``QwenDisaggDeployment.spec.validation``: checks of the serving path the operator runs itself.
 
+The accuracy gate (``accuracy``, off by default) makes Ready wait, after each change of generation,
+for a GSM8K result of a QwenDisaggBenchmark measured on that generation (qdd.canary.accuracy):
+the production NVFP4 checkpoint scored about 0.35 instead of about 0.9 on some engine builds, with
+HTTP 200 everywhere (vllm#36094; docs/facts/engine-fixes.md).
+
 The canary (:mod:`qdd.canary`) is one deterministic completion through the router Service after
 the KV-transfer preflight passed and every endpoint is Ready: the first answer of a generation is
 kept as the baseline, later answers must equal it. Sampling is fixed by qdd, not by this spec:
@@ -12,6 +17,7 @@ from pydantic import Field, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from .base import ApiModel, cel
+from .types import DNS1035_LABEL
 
 DEFAULT_PROMPT = "The capital of France is"
 """A short prompt every instruction-tuned or base checkpoint continues; its answer matters only as
@@ -50,5 +56,11 @@ class CanarySpec(ApiModel):
         return self
 
 
+class AccuracyGateSpec(ApiModel):
+    benchmark_name: str = Field(min_length=1, max_length=63, pattern=DNS1035_LABEL, description="A QwenDisaggBenchmark of this namespace with spec.accuracy and spec.deploymentName naming this deployment. After each change of generation it is run again (its accuracy Job carries the generation), as soon as the router serves the new generation, every endpoint is registered and the canary passed; its GSM8K mean is kept in status.accuracy with the generation it measured. Give it no sweep: a sweep runs first and holds the gate for its whole length.")
+    min_score: float = Field(gt=0, le=1, description="GSM8K mean accuracy (0..1] the generation must reach before Ready. The seed recipe scored 0.88 on all five topologies; vllm#36094 saw ~0.35 on some engine builds with HTTP 200 everywhere.")
+
+
 class ValidationSpec(ApiModel):
     canary: CanarySpec = Field(default_factory=CanarySpec, json_schema_extra={"default": {}}, description="End-to-end canary through the router (docs/canary.md).")
+    accuracy: AccuracyGateSpec | None = Field(None, description="Accuracy gate (docs/benchmark.md#accuracy-gate): Ready waits, after each change of generation, for a GSM8K result of that generation from a QwenDisaggBenchmark at or above minScore; meanwhile the router already serves the new generation and Ready is False with reason AccuracyPending. Unset: Ready does not wait for an accuracy result.")

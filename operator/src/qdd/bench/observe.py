@@ -15,6 +15,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import labels
 from ..yamlinput import load_json
 from .gsm8k import parse_accuracy
 from .results import ResultError, parse_serve_result, sweep_point
@@ -110,6 +111,9 @@ def progress(steps: list[str], concurrencies: list[int], threshold: float | None
             raw = load_json(text, max_bytes=MESSAGE_BYTES, max_depth=MESSAGE_DEPTH)
             if step == "accuracy":
                 out.accuracy = _accuracy(raw, threshold if threshold is not None else 1.0)
+                measured = (job["metadata"].get("labels") or {}).get(labels.GENERATION)
+                if measured:  # an accuracy gate's run: the deployment generation it measured
+                    out.accuracy["generation"] = str(measured)
             else:
                 out.sweep.append(sweep_point(parse_serve_result(raw), concurrencies[int(step.split("-")[1])], gpus))
         except (ResultError, ValueError) as e:

@@ -122,6 +122,35 @@ async def complete_async(base_url: str, body: dict[str, Any], timeout_s: float) 
     return Answer(text, None, status, _ms(start))
 
 
+async def get_json_async(base_url: str, path: str, timeout_s: float) -> tuple[Any, str | None]:
+    """GET ``base_url`` + ``path`` (the router's list of registered workers, qdd.canary.registration)
+    under the same rules as :func:`complete_async`: one deadline, no redirect, no proxy, at most
+    :data:`MAX_BODY` bytes, the bounded JSON reader. Returns (the parsed JSON, None) or (None, why
+    not); never raises (but for cancellation)."""
+    url = base_url.rstrip("/") + path
+    if urlsplit(url).scheme != "http":
+        return None, f"not an http:// URL: {url}"
+    try:
+        async with asyncio.timeout(timeout_s), aiohttp.ClientSession(
+                trust_env=False, timeout=aiohttp.ClientTimeout(total=None),
+                connector=aiohttp.TCPConnector(force_close=True, limit=1)) as session, session.get(
+                url, allow_redirects=False, max_redirects=0) as resp:
+            status = resp.status
+            raw = b"" if 300 <= status < 400 else await _read(resp)
+    except TimeoutError:
+        return None, f"GET {path}: no answer within {timeout_s:g} s"
+    except _TooLong as e:
+        return None, f"GET {path}: {e}"
+    except (aiohttp.ClientError, OSError, ValueError) as e:
+        return None, f"GET {path}: cannot reach the router: {type(e).__name__}: {str(e)[:BODY_EXCERPT]}"
+    if status != 200:
+        return None, f"GET {path}: HTTP {status}: {raw[:BODY_EXCERPT].decode(errors='replace')}"
+    try:
+        return load_json(raw.decode("utf-8"), max_bytes=MAX_BODY, max_depth=MAX_DEPTH), None
+    except (InputError, UnicodeDecodeError) as e:
+        return None, f"GET {path}: HTTP 200 without JSON: {str(e)[:BODY_EXCERPT]}"
+
+
 def complete(base_url: str, body: dict[str, Any], timeout_s: float) -> Answer:
     """:func:`complete_async` from synchronous code (a loop of its own)."""
     return asyncio.run(complete_async(base_url, body, timeout_s))

@@ -83,6 +83,6 @@ def compute_bench_status(old: dict[str, Any], f: BenchFacts, now: str) -> dict[s
     acc = p.accuracy if p else (old or {}).get("accuracy")
     status = {"observedGeneration": f.generation, "conditions": conds, "phase": phase, "topology": f.topology,
               "gpus": f.gpus, "sweep": sweep,
-              "accuracy": {k: acc[k] for k in ("repeats", "mean", "questions", "invalid")} if acc else None,
+              "accuracy": {k: acc.get(k) for k in ("repeats", "mean", "questions", "invalid", "generation")} if acc else None,
               "resultsConfigMap": f.results_config_map, "bestTotalTokensPerSecondPerGpu": best}
     return drop_none(status)

@@ -22,6 +22,7 @@ from kubernetes.dynamic.exceptions import NotFoundError
 from .. import labels
 from ..api import parse_resource
 from ..api.benchmark import KIND, BenchmarkSpec, parse_benchmark_spec
+from ..api.conditions import Reason
 from ..bench.observe import Progress, progress, topology
 from ..errors import SpecError
 from ..plan import Plan, build_plan
@@ -36,9 +37,36 @@ log = logging.getLogger("qdd.benchmark")
 API_VERSION = f"{labels.GROUP}/{labels.VERSION}"
 
 
+def _ready_cond(dep: dict[str, Any]) -> dict[str, Any]:
+    return next((c for c in (dep.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), {})
+
+
 def _ready(dep: dict[str, Any]) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (dep.get("status") or {}).get("conditions") or [])
+    return _ready_cond(dep).get("status") == "True"
+
+
+def serves_for_gate(dep: dict[str, Any], generation: str) -> bool:
+    """The deployment serves ``generation`` with everything but its accuracy gate ready: its status
+    is of its current spec, names ``generation`` as current, and Ready is True or False only for the
+    accuracy (AccuracyPending: the router serves it, every endpoint registered, the canary passed)."""
+    st, cond = dep.get("status") or {}, _ready_cond(dep)
+    return (st.get("observedGeneration") == dep["metadata"].get("generation")
+            and (st.get("rollout") or {}).get("generation") == generation
+            and (cond.get("status") == "True" or cond.get("reason") == Reason.ACCURACY_PENDING))
+
+
+def _waiting(dep: dict[str, Any], name: str, generation: str | None) -> str:
+    """Why the benchmark waits, with the deployment's own Ready reason and message (e.g. how many
+    endpoints the router has registered)."""
+    cond = _ready_cond(dep)
+    why = f" ({cond.get('reason')}: {str(cond.get('message') or '')[:WAITING_EXCERPT]})" if cond.get("reason") else ""
+    if generation is not None:
+        return f"QwenDisaggDeployment {name} does not serve generation {generation} yet{why}"
+    return f"QwenDisaggDeployment {name} is not Ready{why}"
+
+
+WAITING_EXCERPT = 300
+"""Characters of the deployment's Ready message quoted in the benchmark's."""
 
 
 def _topology(plan: Plan) -> str:
@@ -107,16 +135,20 @@ class BenchmarkReconciler:
         old_gpus = (bench.get("status") or {}).get("gpus")
         if old_gpus and (bench.get("status") or {}).get("observedGeneration") == gen:
             facts["gpus"] = old_gpus  # per-GPU figures use the GPUs the run started with
-        prog = self._steps(bench, spec, plan, facts["gpus"], _ready(dep))
-        waiting = None if _ready(dep) or prog.complete or prog.failed else (
-            f"QwenDisaggDeployment {spec.deployment_name} is not Ready")
+        gate = plan.spec.validation.accuracy
+        # The deployment's accuracy gate: runs per generation, as soon as that generation serves.
+        measures = plan.generation if gate is not None and gate.benchmark_name == bench["metadata"]["name"] else None
+        ready = _ready(dep) if measures is None else serves_for_gate(dep, measures)
+        prog = self._steps(bench, spec, plan, facts["gpus"], ready, measures)
+        waiting = None if ready or prog.complete or prog.failed else _waiting(dep, spec.deployment_name, measures)
         cm = self._results(bench, spec, plan, prog, facts) if (prog.sweep or prog.accuracy) else None
         return self._write(bench, BenchFacts(progress=prog, waiting=waiting, results_config_map=cm, **facts))
 
-    def _steps(self, bench: dict[str, Any], spec: BenchmarkSpec, plan: Plan, gpus: int | None, ready: bool) -> Progress:
+    def _steps(self, bench: dict[str, Any], spec: BenchmarkSpec, plan: Plan, gpus: int | None, ready: bool,
+               generation: str | None = None) -> Progress:
         ns, name = bench["metadata"]["namespace"], bench["metadata"]["name"]
         steps = rb.step_names(spec)
-        desired = {s: with_owner(rb.benchmark_job(name, spec, plan, s), bench) for s in steps}
+        desired = {s: with_owner(rb.benchmark_job(name, spec, plan, s, generation), bench) for s in steps}
         observed = {j["metadata"]["name"]: j for j in self._list("batch/v1", "Job", ns, f"{rb.BENCHMARK}={name}")}
         current: dict[str, tuple[dict[str, Any] | None, list[dict[str, Any]]]] = {}
         stale = False

@@ -92,9 +92,11 @@ class CanaryChecker:
         with self._lock:
             self._done.pop((namespace, name), None)
 
-    def state(self, cr: dict[str, Any], plan: Plan | None, serving: bool, now: dt.datetime) -> CanaryState | None:
+    def state(self, cr: dict[str, Any], plan: Plan | None, serving: bool, now: dt.datetime,
+              waiting: str | None = None) -> CanaryState | None:
         """The canary's state for this pass: an answer that came in is judged; a due check is sent
-        when ``serving`` (Ready without the canary). None without a plan (no condition)."""
+        when ``serving`` (Ready without the canary). None without a plan (no condition). ``waiting``:
+        what the pending canary waits for, when known (the router's registration of the endpoints)."""
         if plan is None:
             return None
         spec = plan.spec.validation.canary
@@ -113,8 +115,9 @@ class CanaryChecker:
         if answered is not None and answered[:2] == (generation, rh):
             return self._judged(plan, record, answered, url)
         if not serving:
-            return CanaryState(None, Reason.CANARY_PENDING, "waiting for every endpoint, the router and the KV-transfer "
-                               "preflight before sending the canary", record)
+            return CanaryState(None, Reason.CANARY_PENDING, f"{waiting}, before sending the canary" if waiting else
+                               "waiting for every endpoint, the router and the KV-transfer preflight before sending "
+                               "the canary", record)
         was: dict[str, Any] = next((c for c in status.get("conditions") or [] if c.get("type") == C.CANARY_PASSED), {})
         if record is not None and not due(record, generation, rh, now, spec.period_seconds,
                                           was.get("reason") == Reason.CANARY_PENDING and was.get("message") != _SENT):

@@ -159,6 +159,17 @@ class Kube:
             self.crs.observe(copy.deepcopy(cr))
         return cr
 
+    def get_benchmark(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A QwenDisaggBenchmark (the accuracy gate's, spec.validation.accuracy.benchmarkName): one GET;
+        None when it does not exist or its CRD is not installed."""
+        res = self._resource(f"{labels.GROUP}/{labels.VERSION}", "QwenDisaggBenchmark")
+        if res is None:
+            return None
+        try:
+            return _json(res.get(name=name, namespace=namespace, serialize=False, _request_timeout=TIMEOUT))
+        except NotFoundError:
+            return None
+
     def confirm_cr(self, cr: dict[str, Any]) -> bool:
         """Whether ``cr`` (as :meth:`get_cr` returned it) still exists, not being deleted: one GET when
         it came from :attr:`crs`. kopf's watch, when it lists again (after 410 Gone, or when peering

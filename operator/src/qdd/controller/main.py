@@ -43,7 +43,8 @@ def run(namespaces: list[str] | None, metrics_port: int, liveness_port: int, res
     diagnostics.install()
     if peering is None:
         register(lambda: Reconciler(Kube(), namespaces, peer_window_s=peer_restart_window,
-                                    observer=Observer(prometheus=prometheus_url, allowed_prometheus=allowed_prometheus)), resync_seconds, watch=watch)
+                                    observer=Observer(prometheus=prometheus_url, allowed_prometheus=allowed_prometheus),
+                                    registration=True), resync_seconds, watch=watch)
         register_benchmarks(lambda: BenchmarkReconciler(Kube(), namespaces), resync_seconds)
         kopf.run(standalone=True, namespaces=namespaces or (), clusterwide=not namespaces,
                  liveness_endpoint=f"http://0.0.0.0:{liveness_port}/healthz")
@@ -65,7 +66,8 @@ def run(namespaces: list[str] | None, metrics_port: int, liveness_port: int, res
     leader = Leadership(read_peering, me, prio)
     logging.getLogger("qdd.peering").info("peering %s as %s with priority %d", peering, me, prio)
     register(lambda: Reconciler(Kube(), namespaces, peer_window_s=peer_restart_window,
-                                observer=Observer(prometheus=prometheus_url, allowed_prometheus=allowed_prometheus)), resync_seconds, leader=leader,
+                                observer=Observer(prometheus=prometheus_url, allowed_prometheus=allowed_prometheus),
+                                registration=True), resync_seconds, leader=leader,
              peering_lifetime=peering_lifetime,
              watch=watch)
     register_benchmarks(lambda: BenchmarkReconciler(Kube(), namespaces), resync_seconds, leader=leader)

@@ -27,6 +27,10 @@ from . import metrics
 from ..canary import CanaryState
 from ..safetext import safe_value
 from .canary import CanaryChecker
+from ..canary.accuracy import AccuracyState
+from ..canary.registration import Registration
+from .gates import start_gates
+from .registration import POLL_S, RegistrationChecker
 from .children import diff, genuine, key, with_owner
 from .groups import group_states, groups_to_delete, pods_to_create
 from .kube import Kube
@@ -108,15 +112,21 @@ class _Steps:
 class Reconciler:
     def __init__(self, kube: Kube, namespaces: list[str] | None = None, gang: bool | None = None,
                  canary: CanaryChecker | None = None, peer_window_s: float = BURST_WINDOW_S,
-                 observer: Observer | None = None):
+                 observer: Observer | None = None, registration: RegistrationChecker | bool = False):
         """``gang``: place through the Workload API (PodGroups); None asks the cluster's discovery
         once, here (:meth:`Kube.serves_workload_api`). ``canary``: sends the serving canary
         (default: to the router Services). ``observer``: reads the engines' metrics (default: one
-        without threads, which reads nothing: ``qdd run`` passes a running one)."""
+        without threads, which reads nothing: ``qdd run`` passes a running one). ``registration``: reads
+        the router's registered endpoints before the canary (True: at the canary's URL, in an event loop
+        of its own, as ``qdd run`` does; False, the default: not read, Ready does not wait for it)."""
         self.kube = kube
         self.canary = canary or CanaryChecker()
         if self.canary.notify is None:  # an answer that came in is judged by one more pass
             self.canary.notify = self.reconcile
+        self.registration = RegistrationChecker(self.canary.base_url) if registration is True else (
+            registration or None)
+        if self.registration is not None and self.registration.notify is None:
+            self.registration.notify = self.reconcile  # an answer that came in is judged by one more pass
         self.observer = observer or Observer(workers=0)
         if self.observer.notify is None:  # a serving condition that changed is written by one more pass
             self.observer.notify = self.reconcile
@@ -160,6 +170,8 @@ class Reconciler:
         runs beside another pass of it, so no pass of it writes them again afterwards."""
         self.managed.discard((namespace, name))
         self.canary.forget(namespace, name)
+        if self.registration is not None:
+            self.registration.forget(namespace, name)
         _RENDERED.forget((namespace, name))
         self.observer.forget(namespace, name)
         metrics.MANAGED.set(len(self.managed))
@@ -362,14 +374,16 @@ class Reconciler:
                    observed: list[dict[str, Any]], states: list[Any], peer_restart: str | None,
                    rollout: Rollout | None, errors: list[str] | None = None,
                    canary: CanaryState | None = None, peer_pending: dict[str, Any] | None = None,
-                   inputs: Inputs | None = None) -> dict[str, Any]:
+                   inputs: Inputs | None = None, registration: Registration | None = None,
+                   accuracy: AccuracyState | None = None) -> dict[str, Any]:
         """The status computed from what is observed (not written); ``canary``: its state, None for
         the status without it (qdd.controller.canary); ``inputs``: :meth:`_inputs`, when already known."""
         cd_ready, kv, placed_now, cd_verdict = inputs if inputs is not None else self._inputs(plan, desired, observed)
         now = _now()
         status = compute_status(cr, plan, errors or [], Observed({key(o): o for o in observed}, states), now, cd_ready,
                                 kv, peer_restart, placed_now, rollout_status(rollout) if rollout is not None else None,
-                                canary, peer_pending, compute_domain=cd_verdict)
+                                canary, peer_pending, compute_domain=cd_verdict, registration=registration,
+                                accuracy=accuracy)
         return add_serving(status, cr, plan, observed, self.observer, now)
 
     def _status(self, cr: dict[str, Any], plan: Plan | None, errors: list[str], desired: list[dict[str, Any]],
@@ -381,12 +395,14 @@ class Reconciler:
         inputs = self._inputs(plan, desired, observed)
         status = self._status_of(cr, plan, desired, observed, states, peer_restart, rollout, errors,
                                  peer_pending=peer_pending, inputs=inputs)
-        # The canary goes out only when everything else is Ready (qdd.controller.canary).
-        canary = self.canary.state(cr, plan, _cond(status, "Ready").get("status") == "True",
-                                   dt.datetime.now(dt.timezone.utc))
-        if canary is not None:
+        # Registration, canary, accuracy gate: each only when the ones before hold (qdd.controller.gates).
+        reg, canary, acc = start_gates(self.registration, self.canary, self.kube, cr, plan, observed,
+                                       _cond(status, "Ready").get("status") == "True")
+        if canary is not None or reg is not None or acc is not None:
             status = self._status_of(cr, plan, desired, observed, states, peer_restart, rollout, errors, canary,
-                                     peer_pending, inputs)
+                                     peer_pending, inputs, reg, acc)
+        if reg is not None and not reg.complete and self.requeue is not None:
+            self.requeue((namespace, name), POLL_S)  # no watch event says when the router lists them
         status = safe_value(status)  # what a router or a spec wrote, as the status and events may carry it
         old = cr.get("status") or {}
         patch = status_patch(old, status)

@@ -14,6 +14,8 @@ from typing import Any
 from .. import labels, names
 from ..api import conditions as C
 from ..canary import CanaryState
+from ..canary.accuracy import AccuracyState
+from ..canary.registration import Registration
 from ..plan import Plan
 from ..plan.summary import summary
 from ..preflight.verdict import Verdict
@@ -189,7 +191,9 @@ def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs
                    placed: tuple[bool | None, str, str] | None = None,
                    rollout: dict[str, Any] | None = None,
                    canary: CanaryState | None = None, peer_pending: dict[str, Any] | None = None,
-                   compute_domain: PlatformVerdict | None = None) -> dict[str, Any]:
+                   compute_domain: PlatformVerdict | None = None,
+                   registration: Registration | None = None,
+                   accuracy: AccuracyState | None = None) -> dict[str, Any]:
     """The whole ``.status``, a pure function of the resource and what was observed. ``errors``:
     plan errors (empty when the spec is valid). ``compute_domain_ready``: None when no
     ComputeDomain is used. ``kv``: the KV-transfer preflight's verdict, None when it is off.
@@ -200,7 +204,9 @@ def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs
     ``peer_pending``: a burst of prefill replacements whose decode recycle waits (qdd.controller.peers.burst),
     kept in ``status.peerRestartPending``; Ready is False meanwhile. ``compute_domain``: the platform verdict
     behind ``compute_domain_ready`` (qdd.controller.platform), whose reason and message ComputeDomainReady
-    takes; None: the plain Ready/NotReady."""
+    takes; None: the plain Ready/NotReady. ``registration``: which serving endpoints the router lists
+    (qdd.controller.registration); None: not considered (Ready does not wait for it). ``accuracy``: the
+    accuracy gate's state (qdd.canary.accuracy); None: no gate."""
     meta = cr["metadata"]
     name = meta["name"]
     # A planned roll (pods of an older revision terminating) is progress, not degradation.
@@ -212,7 +218,7 @@ def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs
                decode, _router_available(plan, obs, name), compute_domain_ready, kv,
                broken, _unschedulable(obs), peer_restart, placed if plan is not None else None, rollout, canary,
                _lost(obs), peer_pending=pending_text(peer_pending) if peer_pending else None,
-               compute_domain=compute_domain)
+               compute_domain=compute_domain, registration=registration, accuracy=accuracy)
     record = None
     if plan is not None:
         r = rollout or {}
@@ -243,9 +249,10 @@ def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs
     if plan is not None:
         status.update(_plan_status(plan, name, meta.get("namespace") or "default", kv, obs))
         status["canary"] = canary.record if canary is not None else (cr.get("status") or {}).get("canary")
+        status["accuracy"] = accuracy.record if accuracy is not None else (cr.get("status") or {}).get("accuracy")
     else:
         # Nothing is applied or pruned for an invalid spec: what described the children still holds.
-        for k in ("plan", "routerEndpoint", "kvTransfer", "warnings", "canary"):
+        for k in ("plan", "routerEndpoint", "kvTransfer", "warnings", "canary", "accuracy"):
             if (cr.get("status") or {}).get(k) is not None:
                 status[k] = cr["status"][k]
     return drop_none(status)

@@ -16,6 +16,8 @@ from .. import names
 from ..api import conditions as C
 from ..api.conditions import Reason
 from ..canary import CanaryState
+from ..canary.accuracy import AccuracyState
+from ..canary.registration import Registration
 from ..plan import Plan
 from ..preflight.verdict import Verdict
 from .groups import GroupState
@@ -75,6 +77,10 @@ class _Facts:
     """A burst of prefill replacements whose one decode recycle is still to come (qdd.controller.peers)."""
     compute_domain: PlatformVerdict | None = None
     """Why the ComputeDomain is (not) Ready, naming the tray (qdd.controller.platform)."""
+    registration: Registration | None = None
+    """Which serving endpoints the router lists (qdd.controller.registration); None: not considered."""
+    accuracy: AccuracyState | None = None
+    """The accuracy gate (spec.validation.accuracy, qdd.canary.accuracy); None: no gate (no AccuracyGatePassed)."""
 
     @property
     def serving_current(self) -> bool:
@@ -108,15 +114,30 @@ class _Facts:
         return self.compute_domain_ready is not False
 
     @property
-    def all_ready(self) -> bool:
-        return self.serving and (self.canary is None or self.canary.passed is True)
+    def canary_ok(self) -> bool:
+        return self.canary is None or self.canary.passed is True
 
     @property
-    def serving(self) -> bool:
-        """Everything but the canary is ready: the state in which the canary is sent."""
+    def all_ready(self) -> bool:
+        return self.serving and self.canary_ok and (self.accuracy is None or self.accuracy.passed is True)
+
+    @property
+    def ready_unregistered(self) -> bool:
+        """Everything but the router's registration and the canary is ready: the state in which the
+        router's list of registered endpoints is read (qdd.controller.registration)."""
         return (self.valid and self.cd_ok and self.endpoints_ready and self.router_ok
                 and (self.kv is None or self.kv.passed) and self.serving_current and not self.replacing
                 and self.peer_pending is None)
+
+    @property
+    def registered(self) -> bool:
+        return self.registration is None or self.registration.complete
+
+    @property
+    def serving(self) -> bool:
+        """Everything but the canary is ready, every endpoint registered with the router: the state
+        in which the canary is sent."""
+        return self.ready_unregistered and self.registered
 
     @property
     def replacing(self) -> bool:
@@ -168,6 +189,8 @@ def _degraded(f: _Facts) -> dict[str, Any]:
     parts += [f"{role}: {p.text}" for role, p in f.lost if p.name not in told]
     if not parts and f.canary is not None and f.canary.passed is False:
         return _cond(C.DEGRADED, True, f.canary.reason, f.canary.message, f.generation)
+    if not parts and f.accuracy is not None and f.accuracy.passed is False:
+        return _cond(C.DEGRADED, True, f.accuracy.reason, f.accuracy.message, f.generation)
     reason = Reason.NODE_NOT_READY if f.lost else (Reason.GROUP_RESTARTING if parts else Reason.AS_EXPECTED)
     return _cond(C.DEGRADED, bool(parts), reason, "; ".join(parts), f.generation)
 
@@ -204,8 +227,12 @@ def _ready(f: _Facts) -> dict[str, Any]:
         reason, msg = Reason.READY_COMPUTE_DOMAIN_NOT_READY, f.counts
     elif f.kv is not None and not f.kv.passed and f.endpoints_ready:
         reason, msg = Reason.KV_TRANSFER_NOT_READY, f"{f.counts}; KV transfer: {f.kv.message}"
+    elif f.registration is not None and not f.registration.complete and f.ready_unregistered:
+        reason, msg = Reason.ENDPOINTS_NOT_REGISTERED, f"{f.counts}; {f.registration.message}"
     elif f.canary is not None and f.canary.passed is not True and not f.all_ready and f.serving:
         reason, msg = f.canary.reason, f"{f.counts}; {f.canary.message}"
+    elif f.accuracy is not None and f.accuracy.passed is not True and f.serving and f.canary_ok:
+        reason, msg = f.accuracy.reason, f"{f.counts}; the router serves this generation; {f.accuracy.message}"
     else:
         reason, msg = (Reason.ALL_ENDPOINTS_READY if f.all_ready else Reason.ENDPOINTS_NOT_READY), f.counts
     return _cond(C.READY, f.all_ready, reason, msg, f.generation)
@@ -255,6 +282,8 @@ def conditions(f: _Facts) -> list[dict[str, Any]]:
         out.append(_cond(C.PLACED, f.placed[0], f.placed[1], f.placed[2], f.generation))
     if f.canary is not None and f.valid:
         out.append(_cond(C.CANARY_PASSED, f.canary.passed, f.canary.reason, f.canary.message, f.generation))
+    if f.accuracy is not None and f.valid:
+        out.append(_cond(C.ACCURACY_GATE_PASSED, f.accuracy.passed, f.accuracy.reason, f.accuracy.message, f.generation))
     if f.plan is not None:
         out.append(_disruption(f.plan, f.generation))
     return out + [_ready(f), _progress(f, C.PROGRESSING), _progress(f, C.RECONCILING), _stalled(f)]

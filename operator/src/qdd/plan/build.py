@@ -23,7 +23,7 @@ from .capacity import RankMemory, decode_capacity_check, gdn_block_limit, weight
 from .engine_config import config_errors, role_options
 from .engine_facts import fix_problems, workaround_args
 from .generation import generation_id
-from .router import router_plan, router_problems
+from .router import router_plan, router_problems, router_warnings
 from .sizing import RoleSizing
 from .startup import startup_warnings
 from .types import EnvEntry, Plan, PodPlan, RolePlan
@@ -352,7 +352,7 @@ def _spec_warnings(spec: QwenDisaggDeploymentSpec) -> list[str]:
                         "authentication) is reachable from outside the cluster "
                         f"({'through every node' if spec.router.service_type == 'NodePort' else 'through a cloud load balancer'}"
                         "); use ClusterIP and an Ingress or gateway with authentication (docs/security.md)")
-    return warnings
+    return warnings + router_warnings(spec)
 
 
 def _capture_warnings(spec: QwenDisaggDeploymentSpec, k: int) -> list[str]:

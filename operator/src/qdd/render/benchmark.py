@@ -147,8 +147,11 @@ def _volumes(spec: BenchmarkSpec, plan: Plan, scripts: str,
     return vols, mounts
 
 
-def benchmark_job(bench: str, spec: BenchmarkSpec, plan: Plan, step: str) -> dict[str, Any]:
-    """The Job of one step (``sweep-<i>`` or ``accuracy``)."""
+def benchmark_job(bench: str, spec: BenchmarkSpec, plan: Plan, step: str, generation: str | None = None) -> dict[str, Any]:
+    """The Job of one step (``sweep-<i>`` or ``accuracy``). ``generation``: the deployment's generation
+    the run measures, when the benchmark is the deployment's accuracy gate (spec.validation.accuracy):
+    labelled on the Job, so a new generation changes the manifest (the steps run again) and the result
+    names the generation it measured (qdd.bench.observe)."""
     leader = plan.prefill.pods[0]
     argv = list(leader.argv)
     served = argv[argv.index("--served-model-name") + 1] if "--served-model-name" in argv else plan.served_model_name
@@ -169,7 +172,7 @@ def benchmark_job(bench: str, spec: BenchmarkSpec, plan: Plan, step: str) -> dic
         "containers": [container], "volumes": vols}
     if plan.spec.engine.image_pull_secrets:
         pod_spec["imagePullSecrets"] = [{"name": s} for s in plan.spec.engine.image_pull_secrets]
-    lb = _labels(bench, plan, step)
+    lb = _labels(bench, plan, step) | ({labels.GENERATION: generation} if generation else {})
     return {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": f"{bench}-{step}", "namespace": plan.namespace, "labels": lb},
             "spec": {"backoffLimit": 0, "activeDeadlineSeconds": spec.active_deadline_seconds,

@@ -178,11 +178,11 @@ def test_load_step_scales_prefill_within_budget_and_the_drop_drains_it_without_f
         kube.wait_for(lambda: not kube.exists("pod", f"{name}-prefill-1", ns), timeout=60, interval=0.5,
                       desc="the drained prefill endpoint removed")
         removed_s = time.monotonic() - drop
+        seen = _requests(double, ns)
+        assert seen["sent"] > 0 and seen["failed"] == 0, seen
         reasons = [e["reason"] for e in kube.get("events", namespace=ns)["items"]
                    if e["involvedObject"].get("name") == name]
         assert {"ScalingUp", "ScalingDown", "EndpointDraining", "EndpointRemoved", "SLONotAttainable"} <= set(reasons)
-        seen = _requests(double, ns)
-        assert seen["sent"] > 0 and seen["failed"] == 0, seen
         assert gpus.events > 0 and gpus.most <= BUDGET, (gpus.most, gpus.held)
         print(f"\nready {ready_s:.1f} s; step -> target written {written_s:.1f} s; drop -> target {down_s:.1f} s, "
               f"removed {removed_s:.1f} s; {seen['sent']:.0f} requests, {seen['failed']:.0f} failed; "

@@ -138,3 +138,12 @@ def test_endpoints_from_pods_prefill_by_ordinal_decode_by_label_whole_groups_onl
     assert not eps["decode"][1].ready
     assert held_gpus(pods) == 2 * 3 + 4 * 4  # every engine pod, terminating and other generations included
     assert started_seconds(pods[:1]) == [42.0]
+
+
+def test_a_role_never_takes_the_gpus_the_other_needs_for_its_minimum():
+    # A new deployment whose spec asks 4 prefill endpoints under a 10-GPU budget: decode's one DEP8
+    # group is its minimum, so prefill gets what is left (1), not all of it (5).
+    acts = actuate({"prefill": RoleInput(4, 0, 2, {}, minimum=1), "decode": RoleInput(1, 0, 8, {}, minimum=1)},
+                   held_now=0, cap=10, may_drain=True)
+    assert (acts["prefill"].effective, acts["decode"].effective) == (1, 1)
+    assert "3 endpoint(s) wait for GPUs" in acts["prefill"].note

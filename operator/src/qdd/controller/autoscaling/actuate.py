@@ -36,6 +36,8 @@ class RoleInput:
     endpoints: dict[int, Endpoint] = field(default_factory=dict)
     drained: frozenset[int] = frozenset()
     """Draining endpoints whose drain is done (:func:`qdd.controller.autoscaling.drain.drain_progress`)."""
+    minimum: int = 0
+    """The role's minEndpoints: GPUs for it are reserved before another role grows past its own."""
 
 
 @dataclass(frozen=True)
@@ -96,14 +98,23 @@ def actuate(roles: dict[str, RoleInput], held_now: int, cap: int, may_drain: boo
     counts = {role: s[0] for role, s in shrunk.items()}
     used = committed_gpus(held_now, roles, counts)
     notes: dict[str, str] = {}
-    # The role furthest from what it wants grows first.
-    for role in sorted(roles, key=lambda x: counts[x] / max(roles[x].wanted, 1)):
+
+    def unmet(role: str) -> int:
         r = roles[role]
-        if r.wanted <= counts[role]:
+        return max(min(r.minimum, r.wanted) - counts[role], 0) * r.gpus_per_endpoint
+
+    # Each role up to its minimum first, then the role furthest from what it wants; a role never
+    # takes the GPUs another still needs for its minimum (a deployment without decode serves nothing).
+    order = sorted(roles, key=lambda x: counts[x] / max(roles[x].wanted, 1))
+    for role, upto in [(x, "minimum") for x in order] + [(x, "wanted") for x in order]:
+        r = roles[role]
+        goal = min(r.minimum, r.wanted) if upto == "minimum" else r.wanted
+        if goal <= counts[role]:
             continue
-        add = min(r.wanted - counts[role], max(cap - used, 0) // r.gpus_per_endpoint)
-        if add < r.wanted - counts[role]:
-            notes[role] = (f"{r.wanted - counts[role] - add} endpoint(s) wait for GPUs: {used + add * r.gpus_per_endpoint} "
+        reserved = sum(unmet(x) for x in roles if x != role)
+        add = min(goal - counts[role], max(cap - used - reserved, 0) // r.gpus_per_endpoint)
+        if upto == "wanted" and add < goal - counts[role]:
+            notes[role] = (f"{goal - counts[role] - add} endpoint(s) wait for GPUs: {used + add * r.gpus_per_endpoint} "
                            f"of {cap} held (budget or NVLink domain), draining and terminating pods included")
         counts[role] += add
         used += add * r.gpus_per_endpoint

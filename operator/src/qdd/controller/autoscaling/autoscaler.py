@@ -138,7 +138,7 @@ class Autoscaler:
         ns, lease = plan.namespace, float(plan.spec.kv_transfer.lease_seconds)
         drained = frozenset(i for i, e in eps.items() if e.draining and e.leader and drain_progress(
             role, e.drain_since or now, now, self.observer.reads_of(ns, plan.name, e.leader), lease).done)
-        return RoleInput(wanted, previous, plan.role(role).gpus_per_endpoint, eps, drained)
+        return RoleInput(wanted, previous, plan.role(role).gpus_per_endpoint, eps, drained, b.min_endpoints)
 
     def _write(self, cr: dict[str, Any], role: str, act: RoleActuation, eps: dict[int, Endpoint],
                adapter: dict[str, Any] | None, plan: Plan, now: float) -> None:

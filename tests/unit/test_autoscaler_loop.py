@@ -167,3 +167,13 @@ def test_an_external_role_is_never_written(writes):
     a.layout(cr, plan_of(cr), objs, "a", True)
     st = a.status({"conditions": []}, cr, plan_of(cr), objs)
     assert st["autoscaling"]["prefill"]["driver"] == "External" and writes["scale"] == []
+
+
+def test_advise_decides_and_shows_but_writes_no_count(writes):
+    cr, objs = cluster(4, {**AUTO, "mode": "Advise"})
+    a, obs, _ = scaler()
+    obs.judged = _judged(12.0)
+    assert a.layout(cr, plan_of(cr), objs, "a", True) is None
+    st = a.status({"conditions": []}, cr, plan_of(cr), objs)
+    assert st["autoscaling"]["mode"] == "Advise" and st["autoscaling"]["prefill"]["target"] == 6
+    assert st["autoscaling"]["prefill"]["effective"] == 4 and writes == {"drain": [], "scale": [], "status": []}

@@ -27,7 +27,8 @@ setup: venv tools vllm-venv cpu-engine-venv perf-venv
 crds: venv
 	$(PY) -m qdd.cli crd -o crds/qdd.dev_qwendisaggdeployments.yaml
 	$(PY) -m qdd.cli crd --kind benchmark -o crds/qdd.dev_qwendisaggbenchmarks.yaml
-	cp crds/qdd.dev_qwendisaggdeployments.yaml crds/qdd.dev_qwendisaggbenchmarks.yaml charts/qdd-operator/files/crds/
+	$(PY) -m qdd.cli crd --kind rolescale -o crds/qdd.dev_qwendisaggrolescales.yaml
+	cp crds/qdd.dev_qwendisaggdeployments.yaml crds/qdd.dev_qwendisaggbenchmarks.yaml crds/qdd.dev_qwendisaggrolescales.yaml charts/qdd-operator/files/crds/
 
 # Lint and the unit tests need only the Python venv: they run while the Go-built control plane
 # (CPU-bound) and the engine venvs (pip, mostly download and disk) install, side by side; then
@@ -107,7 +108,7 @@ image-vllm:
 
 bench-operator: venv
 	bash hack/cluster-up.sh
-	kubectl apply --server-side --force-conflicts -f crds/qdd.dev_qwendisaggdeployments.yaml
+	kubectl apply --server-side --force-conflicts -f crds/qdd.dev_qwendisaggdeployments.yaml -f crds/qdd.dev_qwendisaggrolescales.yaml
 	bash hack/operator.sh start
 	$(PY) bench/operator_ready.py
 
@@ -116,7 +117,7 @@ bench-operator: venv
 .PHONY: bench-scale
 bench-scale: venv tools
 	QDD_CLUSTER=$${QDD_SCALE_CLUSTER:-qdd-scale} QDD_RACKS=$${QDD_RACKS:-10} bash hack/cluster-up.sh
-	kubectl apply --server-side --force-conflicts -f crds/qdd.dev_qwendisaggdeployments.yaml
+	kubectl apply --server-side --force-conflicts -f crds/qdd.dev_qwendisaggdeployments.yaml -f crds/qdd.dev_qwendisaggrolescales.yaml
 	QDD_CANARY_URL_OVERRIDE=$$(cat .qdd/clusters/$${QDD_SCALE_CLUSTER:-qdd-scale}/fake-canary-router.url) $(PY) bench/scale.py
 
 # Create/delete churn of the five seed examples for an hour (SOAK_MINUTES), RSS per cycle, heap
@@ -124,7 +125,7 @@ bench-scale: venv tools
 .PHONY: bench-soak
 bench-soak: venv tools
 	QDD_CLUSTER=$${QDD_SOAK_CLUSTER:-qdd-soak} QDD_RACKS=$${QDD_RACKS:-2} bash hack/cluster-up.sh
-	kubectl apply --server-side --force-conflicts -f crds/qdd.dev_qwendisaggdeployments.yaml
+	kubectl apply --server-side --force-conflicts -f crds/qdd.dev_qwendisaggdeployments.yaml -f crds/qdd.dev_qwendisaggrolescales.yaml
 	QDD_CANARY_URL_OVERRIDE=$$(cat .qdd/clusters/$${QDD_SOAK_CLUSTER:-qdd-soak}/fake-canary-router.url) $(PY) bench/soak.py \
 	  --minutes $${SOAK_MINUTES:-60} --label $${SOAK_LABEL:-run} $${SOAK_OUT:+--out $$SOAK_OUT}
 

@@ -29,8 +29,13 @@ or ``pod.<pod name>`` (that pod's scenario, before the others):
   down                  HTTP 503
 Engines per pod: ``engines-prefill`` / ``engines-decode`` keys (default 2 and 8: the seed's DEP2
 prefill and DEP8 decode leader).
+Load mode (``load-rps`` set, for the autoscaler's live loop; hack/fake_engine_load.py says what it
+stands in for): a healthy pod's requests, tokens, running gauge, KV-cache usage and latency
+histograms follow its share of the router's traffic instead of the fixed steady load, and the
+double counts the requests a client would see fail.
 
-HTTP: ``GET /<namespace>/<role>/<pod>/metrics`` (the operator's QDD_ENGINE_METRICS_URL_OVERRIDE is
+HTTP: ``GET /<namespace>/requests`` (load mode: requests sent and failed, JSON);
+``GET /<namespace>/<role>/<pod>/metrics`` (the operator's QDD_ENGINE_METRICS_URL_OVERRIDE is
 ``http://127.0.0.1:PORT/{namespace}/{role}/{pod}/metrics``, written to ``--url-file``; the role is
 the pod's qdd.dev/role label). Exits 0 on SIGTERM/SIGINT.
 
@@ -40,6 +45,7 @@ Usage: fake_engine_metrics.py [--kubeconfig PATH] [--url-file PATH] [--port N]
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import math
 import signal
@@ -55,12 +61,16 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
+from fake_engine_load import LOAD_KEY, Fleet, _num
+
 ROOT = Path(__file__).resolve().parents[1]
 CAPTURE = {role: ROOT / "tests" / "unit" / "data" / f"vllm-engine-metrics-{role}.txt" for role in ("prefill", "decode")}
 CONFIGMAP = "qdd-simulated-engine-metrics"
 SCENARIOS = ("healthy", "kv-transfer-failing", "lease-expiring", "kv-cache-full", "preempting", "queueing",
              "rank-stalled", "down")
 log = logging.getLogger("fake-engine-metrics")
+LOAD_POLL_S = 0.25
+"""How often the load mode reads the namespace's pods (a deletion is seen within this)."""
 
 # Steady load per engine (healthy), per second: what a busy small engine of the CPU pair does.
 RATES = {"prompt_tokens": 800.0, "generation_tokens": 80.0, "finished": 0.5, "transfers": 0.5}
@@ -98,8 +108,12 @@ class Pod:
         self.engines = [Engine() for _ in range(engines)]
         self.last = now
 
-    def advance(self, now: float, scenario: str) -> None:
+    def advance(self, now: float, scenario: str, load: dict[str, float] | None = None, isl: float = 0.0,
+                osl: float = 0.0) -> None:
         dt, self.last = max(0.0, now - self.last), now
+        if load is not None:
+            self._advance_load(dt, load, isl, osl)
+            return
         for i, e in enumerate(self.engines):
             stalled = scenario == "rank-stalled" and i == min(1, len(self.engines) - 1)
             e.gauges = {"running": 8.0, "waiting": 100.0 if scenario == "queueing" else 1.0,
@@ -109,20 +123,42 @@ class Pod:
                     if k != "transfers" or self.role == "decode":
                         e.counters[k] += r * dt
                 for h, (rate, value) in OBSERVED.items():
-                    if h == "xfer" and self.role != "decode":
-                        continue
-                    n = rate * dt
-                    buckets = e.hists.setdefault(h, dict.fromkeys(self.bounds.get(h, [math.inf]), 0.0))
-                    for le in buckets:
-                        if value <= le:
-                            buckets[le] += n
-                    e.sums[h] = e.sums.get(h, 0.0) + n * value
+                    if h != "xfer" or self.role == "decode":
+                        self._observe(e, h, rate * dt, value)
             if scenario == "kv-transfer-failing" and self.role == "decode":
                 e.counters["failed_transfers"] += 1.0 * dt
             if scenario == "lease-expiring" and self.role == "prefill":
                 e.counters["expired"] += 0.5 * dt
             if scenario == "preempting":
                 e.counters["preemptions"] += 0.5 * dt
+
+    def _advance_load(self, dt: float, load: dict[str, float], isl: float, osl: float) -> None:
+        """The load mode (hack/fake_engine_load.py): the pod's share of the router's traffic, spread
+        evenly over its engines (vLLM's internal DP load balancing)."""
+        n = len(self.engines)
+        fin = load["rate"] / n
+        out_tokens = osl if self.role == "decode" else 1.0
+        running = [math.floor(load["running"] / n) + (1 if i < load["running"] % n else 0) for i in range(n)]
+        for i, e in enumerate(self.engines):
+            e.gauges = {"running": float(running[i]), "waiting": 0.0, "kv_cache_usage": load["kv"] if running[i] else 0.0}
+            e.counters["prompt_tokens"] += fin * isl * dt
+            e.counters["generation_tokens"] += fin * out_tokens * dt
+            e.counters["finished"] += fin * dt
+            if self.role == "decode":
+                e.counters["transfers"] += fin * dt
+            observed = {"ttft": (fin, load["ttft"]), "queue": (fin, 0.002), "tpot": (fin, load["itl"])}
+            if self.role == "decode":
+                observed |= {"itl": (fin * osl, load["itl"]), "xfer": (fin, 0.004)}
+            for h, (rate, value) in observed.items():
+                self._observe(e, h, rate * dt, value)
+
+    def _observe(self, e: Engine, h: str, n: float, value: float) -> None:
+        """``n`` observations of ``value`` seconds into histogram ``h`` of engine ``e``."""
+        buckets = e.hists.setdefault(h, dict.fromkeys(self.bounds.get(h, [math.inf]), 0.0))
+        for le in buckets:
+            if value <= le:
+                buckets[le] += n
+        e.sums[h] = e.sums.get(h, 0.0) + n * value
 
     def text(self) -> bytes:
         reg = CollectorRegistry()
@@ -179,13 +215,18 @@ def _le(labels: dict[str, str]) -> float:
 
 
 class Double:
-    """Pods by (namespace, name), each advanced on read; ``wanted(namespace)`` gives the ConfigMap."""
+    """Pods by (namespace, name), each advanced on read; ``wanted(namespace)`` gives the ConfigMap;
+    ``lister(namespace)`` -> (pods, Deployments) of the namespace, for the load mode (hack/fake_engine_load.py),
+    polled every ``LOAD_POLL_S`` by :meth:`poll_loads` once a namespace's ConfigMap has ``load-rps``."""
 
-    def __init__(self, wanted: Callable[[str], dict[str, str]], clock: Callable[[], float] = time.time):
-        self.wanted, self.clock = wanted, clock
+    def __init__(self, wanted: Callable[[str], dict[str, str]], clock: Callable[[], float] = time.time,
+                 lister: Callable[[str], tuple[list[dict[str, Any]], list[dict[str, Any]]]] | None = None):
+        self.wanted, self.clock, self.lister = wanted, clock, lister
         self.captures = {role: path.read_text() for role, path in CAPTURE.items()}
         self.lock = threading.Lock()
         self.pods: dict[tuple[str, str], Pod] = {}
+        self.fleets: dict[str, Fleet] = {}
+        self.namespaces: set[str] = set()
         self._cm: dict[str, tuple[float, dict[str, str]]] = {}
 
     def _config(self, namespace: str) -> dict[str, str]:
@@ -196,7 +237,39 @@ class Double:
             self._cm[namespace] = hit
         return hit[1]
 
+    def refresh(self, namespace: str) -> Fleet | None:
+        """Advance the load of ``namespace`` to now (None when it is not in the load mode)."""
+        cfg = self._config(namespace)
+        if LOAD_KEY not in cfg or self.lister is None:
+            return None
+        pods, deployments = self.lister(namespace)
+        with self.lock:
+            fleet = self.fleets.setdefault(namespace, Fleet())
+            fleet.cfg = cfg
+            fleet.update(self.clock(), pods, deployments)
+            return fleet
+
+    def poll_loads(self, stop: threading.Event) -> None:
+        while not stop.wait(LOAD_POLL_S):
+            for ns in sorted(self.namespaces):
+                try:
+                    self.refresh(ns)
+                except Exception as e:  # noqa: BLE001 — the API server restarting, a namespace gone
+                    log.warning("load of %s: %s", ns, e)
+
+    def requests(self, namespace: str) -> dict[str, Any]:
+        """The load mode's client view: requests sent and failed (a pod deleted while it held some,
+        or no pod of a role to send to), and each serving pod's state."""
+        self.namespaces.add(namespace)
+        fleet = self.refresh(namespace) or Fleet()
+        with self.lock:
+            now = self.clock()
+            return {"sent": round(fleet.sent, 3), "failed": round(fleet.failed, 3),
+                    "pods": {n: {"role": p.role, "routable": p.routable, "inFlight": round(p.in_flight(now), 3)}
+                             for n, p in sorted(fleet.pods.items())}}
+
     def metrics(self, namespace: str, role: str, pod: str) -> tuple[int, bytes]:
+        self.namespaces.add(namespace)
         want = self._config(namespace)
         targets = [p.strip() for p in want.get("pods", "").split(",") if p.strip()]
         scenario = want.get(f"pod.{pod}") or (want.get("scenario", "healthy") if not targets or pod in targets
@@ -212,7 +285,11 @@ class Double:
             if p is None:
                 n = int(want.get(f"engines-{role}", "2" if role == "prefill" else "8"))
                 p = self.pods[(namespace, pod)] = Pod(role, n, self.captures[role], self.clock())
-            p.advance(self.clock(), scenario)
+            fleet = self.fleets.get(namespace) if LOAD_KEY in want else None
+            if fleet is not None:
+                p.advance(self.clock(), scenario, fleet.of(pod, self.clock()), _num(want, "isl"), _num(want, "osl"))
+            else:
+                p.advance(self.clock(), scenario)
             return 200, p.text()
 
 
@@ -223,10 +300,13 @@ def handler(double: Double) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:  # noqa: N802 — stdlib's name
             parts = self.path.strip("/").split("/")
-            if len(parts) != 4 or parts[3] != "metrics":
+            if len(parts) == 2 and parts[1] == "requests":
+                status, body = 200, json.dumps(double.requests(parts[0])).encode()
+            elif len(parts) != 4 or parts[3] != "metrics":
                 self.send_error(404)
                 return
-            status, body = double.metrics(parts[0], parts[1], parts[2])
+            else:
+                status, body = double.metrics(parts[0], parts[1], parts[2])
             self.send_response(status)
             self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
             self.send_header("Content-Length", str(len(body)))
@@ -256,7 +336,17 @@ def main() -> None:
                 return {}
             raise
 
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), handler(Double(wanted)))
+    apps = client.AppsV1Api()
+
+    def lister(namespace: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        pods = core.list_namespaced_pod(namespace, label_selector="qdd.dev/deployment", _preload_content=False)
+        deps = apps.list_namespaced_deployment(namespace, label_selector="qdd.dev/role=router", _preload_content=False)
+        return json.loads(pods.data)["items"], json.loads(deps.data)["items"]
+
+    double = Double(wanted, lister=lister)
+    stop = threading.Event()
+    threading.Thread(target=double.poll_loads, args=(stop,), daemon=True).start()
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), handler(double))
     url = f"http://127.0.0.1:{server.server_address[1]}/{{namespace}}/{{role}}/{{pod}}/metrics"
     if args.url_file:
         Path(args.url_file).write_text(url)

@@ -4,8 +4,11 @@ plane that lets vllm-router's ``--service-discovery`` run without a cluster.
 What vllm-router 0.1.17 asks (seen in tests/contract/test_router.py's logs): it infers its client
 config from KUBECONFIG (or in-cluster env), lists ``/api/v1/namespaces/<ns>/pods?limit=500``
 — every pod of the namespace: it filters on its selectors itself — and then watches from the
-list's resourceVersion. This server answers those two calls from a fixed list of pod objects,
-holds watches open (no events) for at most ``WATCH_HOLD_S`` and records every request.
+list's resourceVersion. This server answers those two calls from a list of pod objects, holds
+watches open for at most ``WATCH_HOLD_S`` and records every request. :meth:`FakeKubeAPI.modify`
+changes a pod and sends the change to every open watch as a ``MODIFIED`` event (one JSON object
+per line, the API server's watch encoding), with a new resourceVersion, as the API server does
+for a label patch.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -41,6 +45,9 @@ class FakeKubeAPI:
         self._http = ThreadingHTTPServer((HOST, 0), _handler_for(self))
         self._http.daemon_threads = True
         self._thread: threading.Thread | None = None
+        self._events: list[dict[str, Any]] = []
+        self._changed = threading.Condition(self._lock)
+        self._rv = int(RESOURCE_VERSION)
 
     @property
     def url(self) -> str:
@@ -68,6 +75,16 @@ class FakeKubeAPI:
         }
         path.write_text(json.dumps(cfg))  # JSON is YAML
         return path
+
+    def modify(self, name: str, change: Any) -> None:
+        """Apply ``change(pod)`` to the pod named ``name`` and send it to the open watches as MODIFIED."""
+        with self._changed:
+            pod = next(p for p in self.pods if p["metadata"]["name"] == name)
+            change(pod)
+            self._rv += 1
+            pod["metadata"]["resourceVersion"] = str(self._rv)
+            self._events.append({"type": "MODIFIED", "object": json.loads(json.dumps(pod))})
+            self._changed.notify_all()
 
     def pod_list(self, namespace: str | None, selector: str) -> dict[str, Any]:
         items = [p for p in self.pods
@@ -110,16 +127,34 @@ def _handler_for(api: FakeKubeAPI) -> type[BaseHTTPRequestHandler]:
                                  "reason": "NotFound", "code": 404, "message": f"{url.path} not served"})
                 return
             if q.get("watch") in ("true", "1"):
-                # No changes to report: hold the watch open (chunked, empty), then end it; the
-                # client re-watches. Bounded by WATCH_HOLD_S and by stop().
+                # Hold the watch open (chunked), sending each change made from now on (modify), then
+                # end it; the client re-watches. Bounded by WATCH_HOLD_S and by stop().
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
-                api._stop.wait(WATCH_HOLD_S)
+                self._stream(namespace)
                 with contextlib.suppress(OSError):  # the client hung up first
                     self.wfile.write(b"0\r\n\r\n")
                 return
             self._json(200, api.pod_list(namespace, q.get("labelSelector", "")))
+
+        def _stream(self, namespace: str | None) -> None:
+            deadline = time.monotonic() + WATCH_HOLD_S
+            with api._changed:
+                sent = len(api._events)
+            while not api._stop.is_set() and time.monotonic() < deadline:
+                with api._changed:
+                    api._changed.wait(min(0.2, max(deadline - time.monotonic(), 0)))
+                    new, sent = api._events[sent:], len(api._events)
+                for ev in new:
+                    if namespace is not None and ev["object"]["metadata"].get("namespace") != namespace:
+                        continue
+                    line = json.dumps(ev).encode() + b"\n"
+                    try:
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+                        self.wfile.flush()
+                    except OSError:
+                        return
 
     return Handler

@@ -389,6 +389,48 @@ def test_rendered_router_rbac_covers_what_discovery_asked(discovery_stack: dict[
     assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
 
 
+def _relabel(api: FakeKubeAPI, pod: str, group_role: str) -> None:
+    def change(p: dict[str, Any]) -> None:
+        p["metadata"]["labels"][labels.GROUP_ROLE] = group_role
+    api.modify(pod, change)
+
+
+def _prefill_hits(router: Router, fleet: FakeFleet, n: int) -> list[int]:
+    for e in fleet.all:
+        e.reset()
+    for i in range(n):
+        status, _, raw = router.post("/v1/completions", {"model": MODEL, "prompt": f"drain {i}", "max_tokens": 2})
+        assert status == 200, raw
+    return [len(e.completions()) for e in fleet.prefill]
+
+
+def test_discovery_drops_a_draining_pod_and_takes_it_back(discovery_stack: dict[str, Any]) -> None:
+    """The autoscaler's drain (qdd.controller.autoscaling): relabelling an endpoint's serving pod
+    ``qdd.dev/group-role: draining`` takes it out of the real router's rotation at the next watch
+    event (the rendered selectors want ``leader``), with no request failing; relabelling it
+    ``leader`` brings it back."""
+    router, fleet, api = discovery_stack["router"], discovery_stack["fleet"], discovery_stack["api"]
+    victim = PREFILL_PODS[-1]["metadata"]["name"]
+    n = 4 * len(fleet.prefill)
+    assert all(h > 0 for h in _prefill_hits(router, fleet, n))
+    _relabel(api, victim, labels.DRAINING)
+    try:
+        hits = None
+        for _ in range(50):  # the router's watch delivers the event within a few hundred ms
+            hits = _prefill_hits(router, fleet, n)
+            if hits[-1] == 0:
+                break
+        assert hits is not None and hits[-1] == 0 and all(h > 0 for h in hits[:-1]), (hits, router.log_tail())
+        assert sum(hits) == n  # every request answered (200) by the others
+    finally:
+        _relabel(api, victim, "leader")
+    for _ in range(50):
+        if _prefill_hits(router, fleet, n)[-1] > 0:
+            break
+    else:
+        raise AssertionError(f"{victim} relabelled leader again never got traffic back: {router.log_tail()}")
+
+
 def test_example_is_the_seed() -> None:
     assert Path(EXAMPLE).name == "qwen35-397b-4xdep2-1xdep8-cc4096.yaml"
     assert len(PREFILL_PODS) == CR["spec"]["prefill"]["endpoints"]

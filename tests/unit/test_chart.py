@@ -85,6 +85,9 @@ NAMESPACED = {
     ("qdd.dev", "qwendisaggbenchmarks"): {"get", "list", "watch"},
     ("qdd.dev", "qwendisaggbenchmarks/status"): {"patch"},
     ("qdd.dev", "qwendisaggbenchmarks/finalizers"): {"update"},
+    ("qdd.dev", "qwendisaggrolescales"): {"get", "list", "watch", "create", "patch", "delete"},
+    ("qdd.dev", "qwendisaggrolescales/scale"): {"get", "patch"},
+    ("qdd.dev", "qwendisaggrolescales/status"): {"get", "patch"},
     ("", "configmaps"): {"get", "create", "patch"},
     ("", "events"): {"create"},
     ("", "pods"): {"get", "list", "watch", "create", "patch", "delete"},
@@ -155,6 +158,7 @@ def test_default_install_objects(default):
         ("Deployment", "qdd-qdd-operator"),
         ("CustomResourceDefinition", "qwendisaggdeployments.qdd.dev"),
         ("CustomResourceDefinition", "qwendisaggbenchmarks.qdd.dev"),
+        ("CustomResourceDefinition", "qwendisaggrolescales.qdd.dev"),
     ])
     for o in default:
         if o["kind"] not in ("ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"):
@@ -242,7 +246,8 @@ def _plural(kind: str) -> str:
     return {"ComputeDomain": "computedomains", "ServiceAccount": "serviceaccounts", "Role": "roles",
             "RoleBinding": "rolebindings", "Service": "services", "StatefulSet": "statefulsets",
             "Pod": "pods", "Deployment": "deployments", "Job": "jobs", "Workload": "workloads",
-            "PodGroup": "podgroups", "PodDisruptionBudget": "poddisruptionbudgets"}[kind]
+            "PodGroup": "podgroups", "PodDisruptionBudget": "poddisruptionbudgets",
+            "QwenDisaggRoleScale": "qwendisaggrolescales"}[kind]
 
 
 def test_rbac_covers_what_the_operator_code_does(default):
@@ -486,7 +491,7 @@ def test_chart_crd_is_byte_identical_to_qdd_crd():
     assert sorted(p.name for p in (CHART / "crds").iterdir()) == ["kopf.dev_peerings.yaml"]
 
 
-@pytest.mark.parametrize("kind", ["deployment", "benchmark"])
+@pytest.mark.parametrize("kind", ["deployment", "benchmark", "rolescale"])
 def test_rendered_crd_is_qdd_crd_plus_keep_policy(default, kind):
     want = yaml.safe_load(qdd_crd(kind))
     rendered = one(default, "CustomResourceDefinition", want["metadata"]["name"])
@@ -495,10 +500,11 @@ def test_rendered_crd_is_qdd_crd_plus_keep_policy(default, kind):
     assert rendered == want
 
 
-def test_benchmark_crd_files_are_byte_identical_to_qdd_crd():
-    name = "qdd.dev_qwendisaggbenchmarks.yaml"
+@pytest.mark.parametrize(("kind", "name"), [("benchmark", "qdd.dev_qwendisaggbenchmarks.yaml"),
+                                            ("rolescale", "qdd.dev_qwendisaggrolescales.yaml")])
+def test_other_crd_files_are_byte_identical_to_qdd_crd(kind, name):
     chart = (CHART / "files" / "crds" / name).read_text()
-    assert chart == qdd_crd("benchmark") == (ROOT / "crds" / name).read_text(), "run `make crds`"
+    assert chart == qdd_crd(kind) == (ROOT / "crds" / name).read_text(), "run `make crds`"
 
 
 def test_crd_keep_and_install_switches():

@@ -20,7 +20,8 @@ PAGE = ROOT / "docs" / "conditions.md"
 MARK = ("<!-- generated from qdd/api/condition_docs.py: QDD_UPDATE_DOCS=1 pytest tests/unit/test_conditions_doc.py -->"
         "\n")
 
-CONDITION_BUILDERS = ("qdd.controller.status_conditions", "qdd.controller.bench_status", "qdd.observe.judge")
+CONDITION_BUILDERS = ("qdd.controller.status_conditions", "qdd.controller.bench_status", "qdd.observe.judge",
+                      "qdd.controller.autoscaling.status")
 """Modules whose ``_cond(type, ok, reason, message, generation)`` calls write every condition."""
 FAMILIES = {
     # A reason passed through from another module's result, by the expression that carries it.

@@ -85,7 +85,17 @@ Server-side apply is a PATCH; when the object does not exist yet the API server 
 - apiGroups: ["qdd.dev"]
   resources: ["qwendisaggbenchmarks/finalizers"]
   verbs: ["update"]
-# Benchmark scripts and results ConfigMaps (applied, read to skip unchanged writes).
+# QwenDisaggRoleScales (spec.autoscaling.mode On, docs/autoscaling.md): one per role, created and
+# pruned with the deployment, watched; qdd's planner writes spec.replicas through /scale (as an HPA
+# does), the operator writes their status.
+- apiGroups: ["qdd.dev"]
+  resources: ["qwendisaggrolescales"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+- apiGroups: ["qdd.dev"]
+  resources: ["qwendisaggrolescales/scale", "qwendisaggrolescales/status"]
+  verbs: ["get", "patch"]
+# Benchmark scripts and results ConfigMaps (applied, read to skip unchanged writes); the autoscaler
+# reads a deployment's performance profile (<name>-perf-profile).
 - apiGroups: [""]
   resources: ["configmaps"]
   verbs: ["get", "create", "patch"]

@@ -172,8 +172,10 @@ def cmd_render(args: argparse.Namespace) -> None:
 
 def cmd_crd(args: argparse.Namespace) -> None:
     from .api.benchmark_crd import benchmark_crd
+    from .api.rolescale import role_scale_crd
 
-    text = yaml.safe_dump(benchmark_crd() if args.kind == "benchmark" else crd(), sort_keys=False, width=100)
+    made = {"benchmark": benchmark_crd, "rolescale": role_scale_crd}.get(args.kind, crd)()
+    text = yaml.safe_dump(made, sort_keys=False, width=100)
     if args.output:
         Path(args.output).write_text(text)
     else:
@@ -343,8 +345,9 @@ def parser() -> argparse.ArgumentParser:
     r.set_defaults(func=cmd_render)
     c = sub.add_parser("crd", help="print a CustomResourceDefinition")
     c.add_argument("-o", "--output", help="write to this file instead of stdout")
-    c.add_argument("--kind", choices=["deployment", "benchmark"], default="deployment",
-                   help="QwenDisaggDeployment (default) or QwenDisaggBenchmark")
+    c.add_argument("--kind", choices=["deployment", "benchmark", "rolescale"], default="deployment",
+                   help="QwenDisaggDeployment (default), QwenDisaggBenchmark or QwenDisaggRoleScale (the per-role "
+                        "scale adapter of spec.autoscaling, docs/autoscaling.md)")
     c.set_defaults(func=cmd_crd)
     i = sub.add_parser("import-recipe", help="turn srt-slurm recipes into a QwenDisaggDeployment and QwenDisaggBenchmark")
     i.add_argument("recipe", help="a recipe file, or a directory: every *.yaml in it")

@@ -33,6 +33,15 @@ SERVING_GENERATION = f"{GROUP}/serving-generation"
 ON_CHANGE = f"{GROUP}/on-change"
 """Annotation of an immutable child (a Workload or PodGroup, qdd.render.gang): ``replace`` (deleted
 when it changed, created again by a later pass) or ``keep`` (created once, never changed)."""
+DRAINING = "draining"
+"""Value of ``qdd.dev/group-role`` on the serving pod of an endpoint the autoscaler is removing: the
+router's selectors want ``leader``, so the router stops sending it requests (vllm-router's Kubernetes
+discovery drops a pod whose labels stop matching), while its in-flight requests finish
+(qdd.controller.autoscaling.drain). The group's other pods keep ``worker``."""
+DRAIN_SINCE = f"{GROUP}/drain-since"
+"""Annotation of a draining pod: Unix seconds when it was taken out of the router."""
+AUTOSCALER_FIELD_MANAGER = "qdd-autoscaler"
+"""Field manager of qdd's planner's writes of a QwenDisaggRoleScale's spec.replicas (its /scale)."""
 MANAGED_BY = "app.kubernetes.io/managed-by"
 PART_OF = "app.kubernetes.io/part-of"
 FIELD_MANAGER = "qdd-operator"

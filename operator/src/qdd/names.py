@@ -78,3 +78,8 @@ def engines_pod_group(cr: str, slot: str = "a") -> str:
 def endpoint_pod_group(cr: str, role: str, endpoint: int, slot: str = "a") -> str:
     """The PodGroup of one multi-pod endpoint (a leader and its workers): ``<cr>-<role>-<endpoint>``."""
     return f"{cr}-{role}{_in(slot)}-{endpoint}"
+
+
+def role_scale(cr: str, role: str) -> str:
+    """The QwenDisaggRoleScale of a role (spec.autoscaling.mode On): ``<cr>-<role>``, a kind of its own."""
+    return f"{cr}-{role}"

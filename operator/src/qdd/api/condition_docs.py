@@ -332,6 +332,26 @@ CONDITIONS: tuple[ConditionDoc, ...] = (
                        "whole group"),
          )),
     )),
+    ConditionDoc(C.SLO_ATTAINABLE, DEPLOYMENT, "spec.autoscaling (Advise or On): whether the latency targets "
+                 "(targets.ttftMs, tpotMs at targets.percentile) can be met within the endpoint bounds and gpuBudget at "
+                 "the load the autoscaler sizes for; status.autoscaling has the decision, its inputs and why "
+                 "(docs/autoscaling.md). A Warning event when it turns False, a Normal one when True again. Absent "
+                 "without spec.autoscaling or with mode Off.", (
+                     ReasonDoc(R.SLO_WITHIN_BUDGET, "True", "the endpoints the SLO needs fit the bounds and the budget",
+                               "-"),
+                     ReasonDoc(R.GPU_BUDGET_REACHED, "False", "the SLO needs more GPUs than gpuBudget: atBudget "
+                               "Rebalance gives them to the role that misses by more, Hold keeps the counts",
+                               "raise spec.autoscaling.gpuBudget, or accept the latency; status.autoscaling.<role>."
+                               "needed says how many endpoints each role needs"),
+                     ReasonDoc(R.MAX_ENDPOINTS_REACHED, "False", "a role needs more endpoints than its maxEndpoints",
+                               "raise spec.autoscaling.<role>.maxEndpoints (the budget permitting)"),
+                     ReasonDoc(R.NO_PERFORMANCE_PROFILE, "Unknown", "no usable performance profile (ConfigMap "
+                               "<name>-perf-profile, key profile.json): nothing is decided, no count changes",
+                               "`qdd perf profile -f CR.yaml -o configmap | kubectl apply -f -` "
+                               "(docs/performance-model.md); the message says what is wrong with one that exists"),
+                     ReasonDoc(R.NO_DECISION_YET, "Unknown", "no decision period has passed since the operator started, "
+                               "or the engines' metrics have not been read yet", "wait one periodSeconds"),
+                 )),
     ConditionDoc(B.COMPLETE, BENCHMARK, "Every run of the benchmark (sweep points, accuracy repeats) finished and its "
                  "result is recorded (status, ConfigMap `NAME-results`).", (
                      ReasonDoc("Completed", "True", "done; the message counts the sweep points and the GSM8K mean", "-"),

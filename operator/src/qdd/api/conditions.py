@@ -46,8 +46,12 @@ ENGINE_STALLED = "EngineStalled"
 """An engine core (a DP rank) with requests running made no token while its peers did."""
 SERVING_TYPES = (KV_TRANSFER_FAILING, KV_LEASE_EXPIRING, KV_CACHE_SATURATED, REQUESTS_QUEUEING, ENGINE_STALLED)
 
+SLO_ATTAINABLE = "SLOAttainable"
+"""spec.autoscaling (Advise or On): whether the latency targets can be met within the endpoint bounds
+and the GPU budget at the load the autoscaler sizes for (qdd.controller.autoscaling.status)."""
+
 TYPES = (READY, PROGRESSING, DEGRADED, RECONCILING, STALLED, PLAN_VALID, COMPUTE_DOMAIN_READY, KV_TRANSFER_READY,
-         PLACED, CANARY_PASSED, ACCURACY_GATE_PASSED, DISRUPTION_PROTECTED, *SERVING_TYPES)
+         PLACED, CANARY_PASSED, ACCURACY_GATE_PASSED, DISRUPTION_PROTECTED, *SERVING_TYPES, SLO_ATTAINABLE)
 """Every condition a status carries, in the order they are written."""
 
 
@@ -125,3 +129,10 @@ class Reason:
     QUEUE_WITHIN_BOUND = "QueueWithinBound"
     ENGINE_NOT_PROGRESSING = "EngineNotProgressing"
     ALL_ENGINES_PROGRESSING = "AllEnginesProgressing"
+    SLO_WITHIN_BUDGET = "WithinBoundsAndBudget"
+    GPU_BUDGET_REACHED = "GPUBudgetReached"
+    MAX_ENDPOINTS_REACHED = "MaxEndpointsReached"
+    NO_PERFORMANCE_PROFILE = "NoPerformanceProfile"
+    NO_DECISION_YET = "NoDecisionYet"
+    """SLOAttainable: the last decision's verdict, or why there is none (no profile ConfigMap, no
+    decision period passed yet)."""

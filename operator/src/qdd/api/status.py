@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from . import conditions
+from .autoscaling_status import AutoscalingStatus
 from .base import ApiModel
 
 
@@ -150,4 +151,5 @@ class QwenDisaggDeploymentStatus(ApiModel):
     progress: ProgressStatus | None = Field(None, description="The last progress seen (spec.rollout.progressDeadlineSeconds, Stalled).")
     peer_restart_pending: PeerRestartPending | None = Field(None, description="A burst of prefill replacements whose one decode recycle is still to come (every prefill pod back and Ready, none replaced for 30 s).")
     serving: ServingStatus | None = Field(None, description="What the engines report about serving, from their own metrics (spec.observe, docs/observability.md).")
+    autoscaling: AutoscalingStatus | None = Field(None, description="The autoscaler's last decision, its inputs and why (spec.autoscaling, docs/autoscaling.md).")
     peer_restart: str | None = Field(None, description="Why decode groups were recycled after a prefill pod was replaced (their NIXL state of the old engine); cleared when decode is all Ready again.")

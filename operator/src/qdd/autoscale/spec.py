@@ -12,6 +12,10 @@ DEFAULT_STARTUP_S = 600.0
 a Qwen3.5-397B endpoint on GB200 loads ~230 GB of NVFP4 weights and captures CUDA graphs (minutes)."""
 
 
+PEAK_WINDOW_PERIODS, TREND_WINDOW_PERIODS = 4, 20
+"""PolicyConfig.peak_window_s and trend_window_s in decision periods (60 s and 300 s at 15 s)."""
+
+
 def config_from_spec(spec: QwenDisaggDeploymentSpec, measured_startup_s: float | None = None) -> PolicyConfig:
     """The policy's configuration for a deployment whose ``spec.autoscaling`` is set.
     ``measured_startup_s``: median of this deployment's measured endpoint starts, if any. A role
@@ -29,4 +33,8 @@ def config_from_spec(spec: QwenDisaggDeploymentSpec, measured_startup_s: float |
                           external=a.decode.driver == "External"),
         gpu_budget=a.gpu_budget, at_budget=a.at_budget, startup_s=startup, period_s=float(a.period_seconds),
         scale_up_cooldown_s=float(a.scale_up_cooldown_seconds), scale_down_cooldown_s=float(a.scale_down_cooldown_seconds),
+        # The windows count decision periods: at the default 15 s period they are the policy's 60 s
+        # peak window and 300 s trend window; a shorter period (a compressed live loop) shortens them alike.
+        peak_window_s=PEAK_WINDOW_PERIODS * float(a.period_seconds),
+        trend_window_s=TREND_WINDOW_PERIODS * float(a.period_seconds),
     )

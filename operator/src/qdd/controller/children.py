@@ -28,6 +28,7 @@ MANAGED_KINDS: list[tuple[str, str]] = [
     ("batch/v1", "Job"),
     ("v1", "Pod"),
     ("apps/v1", "Deployment"),
+    ("qdd.dev/v1alpha1", "QwenDisaggRoleScale"),
 ]
 
 

@@ -180,7 +180,7 @@ def _start(state: dict[str, Any], r: Reconciler, stop: threading.Event, resync_s
     """The reconciler, its work queue, the children's informers and the resync thread, into ``state``."""
     state["r"] = r
     state["queue"] = queue = WorkQueue(r.reconcile, RECONCILE_WORKERS)
-    r.requeue = queue.add_after
+    r.requeue = r.autoscaler.requeue = queue.add_after
     queue.start()
     # The passes read the custom resource from kopf's watch (on_cr in register) and the children
     # from the informers' (qdd.controller.informer): at steady state a pass sends no read at all.

@@ -193,6 +193,13 @@ class Observer:
         j = judge(reads, spec.thresholds, spec.window_seconds, self.clock(), generation, lease)
         return j, newest
 
+    def reads_of(self, namespace: str, name: str, pod: str) -> list[PodRead]:
+        """The reads kept of one pod of a tracked deployment, oldest first (empty when none): what
+        the autoscaler's drain reads to see an endpoint's in-flight requests finish."""
+        with self._lock:
+            t = self._tracked.get((namespace, name))
+            return list(t.reads.get(pod, ())) if t is not None else []
+
     # --- reading ----------------------------------------------------------------------------------
 
     def read_due(self) -> None:

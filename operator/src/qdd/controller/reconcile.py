@@ -26,6 +26,8 @@ from ..render import render_all
 from . import metrics
 from ..canary import CanaryState
 from ..safetext import safe_value
+from .autoscaling import Autoscaler
+from .autoscaling.status import autoscaling_events
 from .canary import CanaryChecker
 from ..canary.accuracy import AccuracyState
 from ..canary.registration import Registration
@@ -65,23 +67,27 @@ _RENDERED: RenderCache[Rendered] = RenderCache()
 """Plan and children of the last passes, per resource (qdd.controller.rendercache)."""
 
 
-def _desired_cached(cr: dict[str, Any], gang: bool, slot: str = "a", serving: tuple[str, str] | None = None) -> Rendered:
-    """:func:`_desired`, reused for the same resource, spec, placement, slot and serving generation;
-    the caller gets copies. Render is a pure function of exactly these (the uid for the owner reference)."""
+def _desired_cached(cr: dict[str, Any], gang: bool, slot: str = "a", serving: tuple[str, str] | None = None,
+                    counts: tuple[int, int] | None = None) -> Rendered:
+    """:func:`_desired`, reused for the same resource, spec, placement, slot, serving generation and
+    endpoint counts; the caller gets copies. Render is a pure function of exactly these (the uid for
+    the owner reference)."""
     meta = cr["metadata"]
     version = (meta.get("uid"), cr.get("apiVersion"), cr.get("kind"), content_hash(cr.get("spec"), 32))
     plan, desired, errors = _RENDERED.get((meta.get("namespace") or "", meta.get("name") or ""), version,
-                                          (gang, slot, serving), lambda: _desired(cr, gang, slot, serving))
+                                          (gang, slot, serving, counts), lambda: _desired(cr, gang, slot, serving, counts))
     return plan, copy.deepcopy(desired), list(errors)
 
 
-def _desired(cr: dict[str, Any], gang: bool, slot: str = "a", serving: tuple[str, str] | None = None) -> tuple[
-        Plan | None, list[dict[str, Any]], list[str]]:
+def _desired(cr: dict[str, Any], gang: bool, slot: str = "a", serving: tuple[str, str] | None = None,
+             counts: tuple[int, int] | None = None) -> tuple[Plan | None, list[dict[str, Any]], list[str]]:
     """(plan, the children it wants — exactly what `qdd render` prints, plus ownership — and the
-    plan errors). ``gang``: the cluster serves the Workload API (render's gang placement). Any failure, a bug included, is errors and no children, never an exception: one
-    resource must not stop the reconciles of the others."""
+    plan errors). ``gang``: the cluster serves the Workload API (render's gang placement); ``counts``:
+    (prefill, decode) endpoints the autoscaler lays out (None: the spec's). Any failure, a bug
+    included, is errors and no children, never an exception: one resource must not stop the
+    reconciles of the others."""
     try:
-        plan = build_plan(parse_resource(cr), slot)
+        plan = build_plan(parse_resource(cr), slot, counts)
         return plan, [with_owner(o, cr) for o in render_all(plan, gang, serving)], []
     except SpecError as e:
         return None, [], [str(x) for x in e.errors]
@@ -143,6 +149,8 @@ class Reconciler:
         self.last_pass = time.monotonic()
         self.peer_window_s = peer_window_s
         """qdd.controller.peers.BURST_WINDOW_S, or ``qdd run --peer-restart-window``."""
+        self.autoscaler = Autoscaler(kube, self.observer)
+        """spec.autoscaling: the counts to lay out, the decisions (qdd.controller.autoscaling)."""
 
     def reconcile(self, namespace: str, name: str) -> None:
         """Reconcile now, or — if a pass for this resource is running — make it run once more."""
@@ -174,6 +182,7 @@ class Reconciler:
             self.registration.forget(namespace, name)
         _RENDERED.forget((namespace, name))
         self.observer.forget(namespace, name)
+        self.autoscaler.forget(namespace, name)
         metrics.MANAGED.set(len(self.managed))
         for role in ("prefill", "decode"):
             for g in (metrics.READY_ENDPOINTS, metrics.DESIRED_ENDPOINTS):
@@ -215,13 +224,14 @@ class Reconciler:
             return "invalid"
         legacy = legacy_generation(observed, desired, plan.generation)
         r = self._rollout(cr, plan, observed, legacy)
-        plan, desired, view, states = self._target(cr, r, observed)
+        counts = self.autoscaler.layout(cr, plan, observed, r.target, r.phase == "Stable" and not r.hold)
+        plan, desired, view, states = self._target(cr, r, observed, counts)
         if r.phase == "Surging" and ready_ignoring_rollout(self._status_of(cr, plan, desired, view, states, None, None)):
             r = switched(r, True)
             self.kube.event(cr, "Normal", "GenerationReady",
                             f"generation {r.generation} (slot {r.target}) is Ready: the router now sends traffic "
                             f"to it; generation {r.previous} is deleted once the router has rolled")
-            plan, desired, view, states = self._target(cr, r, observed)
+            plan, desired, view, states = self._target(cr, r, observed, counts)
         step("plan")
         peer_restart, peer_pending = self._recycle_peers_of_replaced_prefill(cr, plan, view, states)
         wrote = self._converge(cr, desired, view, states) or peer_restart is not None
@@ -231,7 +241,7 @@ class Reconciler:
         step("write")
         if wrote:
             observed = genuine(kube.list_children(namespace, name), cr["metadata"]["uid"])
-            _, _, view, states = self._target(cr, r, observed)
+            _, _, view, states = self._target(cr, r, observed, counts)
             step("read")
         status = self._status(cr, plan, errors, desired, view, states, peer_restart, r, peer_pending)
         step("status")
@@ -262,13 +272,14 @@ class Reconciler:
         return decide(plan.generation, plan.spec.rollout.strategy, observed,
                       recorded_serving(observed, router, cr.get("status")), router_settled(observed, router), legacy)
 
-    def _target(self, cr: dict[str, Any], r: Rollout, observed: list[dict[str, Any]]) -> tuple[
+    def _target(self, cr: dict[str, Any], r: Rollout, observed: list[dict[str, Any]],
+                counts: tuple[int, int] | None = None) -> tuple[
             Plan, list[dict[str, Any]], list[dict[str, Any]], list[Any]]:
         """(plan, desired children, observed children, group states) of the target slot and the
         shared objects: the other slot's objects are the rollout's business (:meth:`_retire`).
         While the target slot waits (``hold``), its objects are neither created nor pruned."""
         # The router of a plan serves the plan's own generation by default: the same render (cached).
-        plan, desired, _ = _desired_cached(cr, self.gang, r.target, None if r.serves_target else r.serving)
+        plan, desired, _ = _desired_cached(cr, self.gang, r.target, None if r.serves_target else r.serving, counts)
         assert plan is not None  # the slot-a plan of the same spec was valid
         view = [o for o in observed if slot_of(o) in (None, r.target)]
         if r.hold:
@@ -403,6 +414,7 @@ class Reconciler:
                                      peer_pending, inputs, reg, acc)
         if reg is not None and not reg.complete and self.requeue is not None:
             self.requeue((namespace, name), POLL_S)  # no watch event says when the router lists them
+        status = self.autoscaler.status(status, cr, plan, observed)
         status = safe_value(status)  # what a router or a spec wrote, as the status and events may carry it
         old = cr.get("status") or {}
         patch = status_patch(old, status)
@@ -415,5 +427,5 @@ class Reconciler:
         return status
 
     def _events(self, cr: dict[str, Any], old: dict[str, Any], new: dict[str, Any]) -> None:
-        for type_, reason, message in transition_events(old, new) + serving_events(old, new):
+        for type_, reason, message in transition_events(old, new) + serving_events(old, new) + autoscaling_events(old, new):
             self.kube.event(cr, type_, reason, message)

@@ -251,9 +251,11 @@ def _pod_flags(names_of: tuple[str, str, str, str], role: str, ep: int, idx: int
 
 
 def _role(plan_name: str, namespace: str, role: str, spec: QwenDisaggDeploymentSpec, r: _Resolved,
-          role_sizing: RoleSizing, slot: str = "a") -> tuple[RolePlan, list[FieldError]]:
-    """One role's pods (argv from the ENGINE_FLAGS table, env, ranks, ports) and its errors."""
+          role_sizing: RoleSizing, slot: str = "a", count: int | None = None) -> tuple[RolePlan, list[FieldError]]:
+    """One role's pods (argv from the ENGINE_FLAGS table, env, ranks, ports) and its errors.
+    ``count``: endpoints to lay out (None: spec.<role>.endpoints); the sizing stays the spec's."""
     rs: PrefillSpec | DecodeSpec = spec.prefill if role == "prefill" else spec.decode
+    count = rs.endpoints if count is None else count
     t, tu, profile = rs.topology, rs.tuning, r.profile
     pods_per, gpus_per_pod, errors = _layout(role, rs, r.gpus_per_node)
     async_on = profile.async_scheduling_race_fixes if tu.async_scheduling is None else tu.async_scheduling
@@ -272,7 +274,7 @@ def _role(plan_name: str, namespace: str, role: str, spec: QwenDisaggDeploymentS
     env = tuple(env_list)
     dp_local = t.data_parallel // pods_per
     pods = []
-    for ep in range(rs.endpoints):
+    for ep in range(count):
         for idx in range(pods_per):
             start = idx * dp_local
             pod_name = (names.group_pod(plan_name, role, ep, idx, slot) if pods_per > 1
@@ -284,7 +286,7 @@ def _role(plan_name: str, namespace: str, role: str, spec: QwenDisaggDeploymentS
                 side_channel_ports=tuple(kv.side_channel_port + x for x in range(start, start + dp_local)),
                 serves_http=idx == 0))
     plan = RolePlan(
-        role=role, endpoints=rs.endpoints, dp=t.data_parallel, tp=t.tensor_parallel, expert_parallel=t.expert_parallel,
+        role=role, endpoints=count, dp=t.data_parallel, tp=t.tensor_parallel, expert_parallel=t.expert_parallel,
         pods_per_endpoint=pods_per, gpus_per_pod=gpus_per_pod, max_num_batched_tokens=role_sizing.max_num_batched_tokens,
         max_num_seqs=role_sizing.max_num_seqs, max_cudagraph_capture_size=role_sizing.max_cudagraph_capture_size,
         gpu_memory_utilization=tu.gpu_memory_utilization or profile.gpu_memory_utilization_default,
@@ -424,11 +426,14 @@ def _prefill_sizing_errors(spec: QwenDisaggDeploymentSpec, s: RoleSizing, defaul
     return []
 
 
-def build_plan(resource: Resource, slot: str = "a") -> Plan:
+def build_plan(resource: Resource, slot: str = "a", endpoints: tuple[int, int] | None = None) -> Plan:
     """Plan a parsed resource: resolve the catalog entries, size both roles, check their memory,
     assemble their pods, predict the decode capacity, check placement. ``slot``: which of the two
     slots (qdd.names) the engine pods are named for; the generation does not depend on it.
-    Raises :class:`SpecError` with every problem found."""
+    ``endpoints``: (prefill, decode) endpoints to lay out instead of spec.<role>.endpoints — the
+    autoscaler's counts (qdd.controller.autoscaling); every argv, the sizing included, stays the one
+    the spec's counts give, so a change of count never changes a pod (DESIGN.md: a change of
+    replicas never changes a pod template). Raises :class:`SpecError` with every problem found."""
     spec, w = resource.spec, resource.spec.workload
     r = _resolve(spec)
     fix_errors, fix_warnings = fix_problems(spec, r.profile.version)
@@ -443,8 +448,10 @@ def build_plan(resource: Resource, slot: str = "a") -> Plan:
     m = RankMemory(r.checkpoint, r.gpu, r.profile, r.kv_cache_dtype, speculative_tokens(spec), r.gpus_per_node,
                    max_model_len(spec))
     prefill_sizing, decode_sizing, sizing_errors, warnings = _sizing(spec, r, m)
-    prefill, prefill_errors = _role(resource.name, resource.namespace, "prefill", spec, r, prefill_sizing, slot)
-    decode, decode_errors = _role(resource.name, resource.namespace, "decode", spec, r, decode_sizing, slot)
+    n_prefill, n_decode = endpoints if endpoints is not None else (None, None)
+    prefill, prefill_errors = _role(resource.name, resource.namespace, "prefill", spec, r, prefill_sizing, slot,
+                                    n_prefill)
+    decode, decode_errors = _role(resource.name, resource.namespace, "decode", spec, r, decode_sizing, slot, n_decode)
     cap, cap_errors, cap_warnings = decode_capacity_check(spec, m, decode_sizing, decode.gpus_per_endpoint)
     errors += sizing_errors + prefill_errors + decode_errors + cap_errors + _placement_errors(spec, r, prefill, decode)
     warnings += fix_warnings + cap_warnings + list(prefill.warnings) + list(decode.warnings) + _spec_warnings(spec)

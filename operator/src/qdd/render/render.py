@@ -19,13 +19,14 @@ from ..plan import compile_cache
 from ..plan.router import METRICS_PORT, router_args
 from .gang import gang_objects, pod_group
 from .placement import CPU_ONLY_NODE_AFFINITY, gpu_node_selector
+from .rolescale import role_scale_objects
 from .preflight import PreflightOptions, preflight_objects
 from .safe import ENV as _env
 from .safe import load, load_all
 from .tolerations import node_loss_tolerations
 
 KIND_ORDER = ["ComputeDomain", "Workload", "PodGroup", "ServiceAccount", "Role", "RoleBinding", "Service",
-              "PodDisruptionBudget", "StatefulSet", "Job", "Pod", "Deployment"]
+              "PodDisruptionBudget", "StatefulSet", "Job", "Pod", "Deployment", "QwenDisaggRoleScale"]
 
 
 def revision(pod_specs: list[dict[str, Any]]) -> str:
@@ -121,6 +122,7 @@ def render(plan: Plan, gang: bool = True, serving: tuple[str, str] | None = None
             **ctx, name=names.router(plan.name), router=router, metrics_port=METRICS_PORT,
             serving=f"{gen}/{slot}",
             service_type=plan.spec.router.service_type, cpu_only_affinity=CPU_ONLY_NODE_AFFINITY))
+    objs += role_scale_objects(plan)
     order = {k: i for i, k in enumerate(KIND_ORDER)}
     return sorted(objs, key=lambda o: (order[o["kind"]], o["metadata"]["name"]))
 

@@ -45,6 +45,8 @@ CRD_NAME = "qwendisaggdeployments.qdd.dev"
 CRD_FILE = REPO / "crds" / "qdd.dev_qwendisaggdeployments.yaml"
 BENCHMARK_CRD_NAME = "qwendisaggbenchmarks.qdd.dev"
 BENCHMARK_CRD_FILE = REPO / "crds" / "qdd.dev_qwendisaggbenchmarks.yaml"
+ROLESCALE_CRD_NAME = "qwendisaggrolescales.qdd.dev"
+ROLESCALE_CRD_FILE = REPO / "crds" / "qdd.dev_qwendisaggrolescales.yaml"
 SEED = REPO / "examples" / "qwen35-397b-4xdep2-1xdep8-cc4096.yaml"
 RELEASE = "qdd-operator"  # objects are named qdd-operator
 RELEASE_NS = "qdd-system"
@@ -164,7 +166,7 @@ def release_ns(kube: Kube):
     kube.wait_for(lambda: kube.exists("serviceaccount", "default", APPS_NS), timeout=60, desc="default SA")
     kube.kubectl("label", "namespace", RELEASE_NS, "pod-security.kubernetes.io/enforce=restricted",
                  "pod-security.kubernetes.io/enforce-version=latest")
-    for crd in (CRD_NAME, BENCHMARK_CRD_NAME):
+    for crd in (CRD_NAME, BENCHMARK_CRD_NAME, ROLESCALE_CRD_NAME):
         if kube.exists("crd", crd):
             kube.kubectl("annotate", "crd", crd, "--overwrite", f"meta.helm.sh/release-name={RELEASE}",
                          f"meta.helm.sh/release-namespace={RELEASE_NS}")
@@ -175,7 +177,7 @@ def release_ns(kube: Kube):
         kube.kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait=false", check=False)
     # Leave the current CRD for the tests that follow (a kubectl server-side apply of crds/).
     kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_FILE), "-f", str(BENCHMARK_CRD_FILE),
-                 check=False)
+                 "-f", str(ROLESCALE_CRD_FILE), check=False)
     print("\nhelm timings: " + ", ".join(f"{k} {v:.1f}s" for k, v in sorted(TIMINGS.items())))
 
 

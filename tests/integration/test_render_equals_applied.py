@@ -39,7 +39,8 @@ PLURALS = {"ComputeDomain": "computedomains.resource.nvidia.com", "ServiceAccoun
            "Role": "roles.rbac.authorization.k8s.io", "RoleBinding": "rolebindings.rbac.authorization.k8s.io",
            "Service": "services", "StatefulSet": "statefulsets.apps", "Job": "jobs.batch", "Pod": "pods",
            "Deployment": "deployments.apps", "PodDisruptionBudget": "poddisruptionbudgets.policy",
-           "Workload": "workloads.scheduling.k8s.io", "PodGroup": "podgroups.scheduling.k8s.io"}
+           "Workload": "workloads.scheduling.k8s.io", "PodGroup": "podgroups.scheduling.k8s.io",
+           "QwenDisaggRoleScale": "qwendisaggrolescales.qdd.dev"}
 
 
 

@@ -95,6 +95,10 @@ def test_status_and_condition_say_the_decision_and_why():
     assert (c["status"], c["reason"]) == ("False", "GPUBudgetReached") and "gpuBudget 12" in c["message"]
     over = slo_condition(AutoscalingSpec.model_validate({**AUTOSCALING, "prefill": {"maxEndpoints": 2}}), _snap(False), 3)
     assert over["reason"] == "MaxEndpointsReached"
+    # needed 3 > max 2, but the budget holds prefill at 1 < 2: the budget is what binds
+    held = slo_condition(AutoscalingSpec.model_validate({**AUTOSCALING, "gpuBudget": 12, "prefill": {"maxEndpoints": 2}}),
+                         _snap(False, target=1), 3)
+    assert held["reason"] == "GPUBudgetReached" and "max 2" in held["message"]
     assert slo_condition(a, _snap(True, needed=2), 3)["status"] == "True"
     none = slo_condition(a, Snapshot("On", message="ConfigMap x-perf-profile not found", no_profile=True), 3)
     assert (none["status"], none["reason"]) == ("Unknown", "NoPerformanceProfile")

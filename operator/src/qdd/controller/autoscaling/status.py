@@ -101,8 +101,14 @@ def slo_condition(a: AutoscalingSpec, s: Snapshot, generation: int | None) -> di
         return _cond(C.SLO_ATTAINABLE, True, R.SLO_WITHIN_BUDGET,
                      f"endpoints needed at {d.forecast_rate_rps:.2f} req/s fit: {needs}; GPU budget {a.gpu_budget}",
                      generation)
-    over_max = [r for r in ROLES if d.of(r).needed > (a.prefill if r == "prefill" else a.decode).max_endpoints]
-    if over_max:
+    def cap(r: str) -> int:
+        return (a.prefill if r == "prefill" else a.decode).max_endpoints
+
+    over_max = [r for r in ROLES if d.of(r).needed > cap(r)]
+    # The limit named is the one that binds: a role held below both its need and its maxEndpoints is
+    # held by the budget (raising maxEndpoints would change nothing), whatever the need beyond the max.
+    budget_binds = any(d.of(r).target < min(d.of(r).needed, cap(r)) for r in ROLES)
+    if over_max and not budget_binds:
         return _cond(C.SLO_ATTAINABLE, False, R.MAX_ENDPOINTS_REACHED,
                      f"{' and '.join(over_max)} need(s) more endpoints than maxEndpoints at {d.forecast_rate_rps:.2f} "
                      f"req/s: {needs}; raise spec.autoscaling.<role>.maxEndpoints", generation)

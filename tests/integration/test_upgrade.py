@@ -29,7 +29,8 @@ import yaml
 from .conftest import REPO, VENV_BIN, Kube, wait_established
 from .converged import wait_converged
 from .operator_proc import OperatorProcess
-from .test_helm import BENCHMARK_CRD_FILE, BENCHMARK_CRD_NAME, CHART, CRD_FILE, CRD_NAME, helm
+from .test_helm import (BENCHMARK_CRD_FILE, BENCHMARK_CRD_NAME, CHART, CRD_FILE, CRD_NAME, ROLESCALE_CRD_FILE,
+                        ROLESCALE_CRD_NAME, helm)
 from .test_operator import SEED, cr_of, pods
 
 PREVIOUS = "ee2e944"
@@ -94,7 +95,7 @@ def _engine(kube: Kube, name: str, ns: str) -> dict[str, dict[str, Any]]:
 
 
 def _hand_crds_to(kube: Kube, release: str, namespace: str) -> None:
-    for crd in (CRD_NAME, BENCHMARK_CRD_NAME):
+    for crd in (CRD_NAME, BENCHMARK_CRD_NAME, ROLESCALE_CRD_NAME):
         if kube.exists("crd", crd):
             kube.kubectl("annotate", "crd", crd, "--overwrite", f"meta.helm.sh/release-name={release}",
                          f"meta.helm.sh/release-namespace={namespace}")
@@ -111,7 +112,8 @@ def release(kube: Kube, operator):
     yield RELEASE_NS
     helm(kube, "uninstall", RELEASE, "-n", RELEASE_NS, "--ignore-not-found", "--wait", check=False)
     kube.kubectl("delete", "namespace", RELEASE_NS, "--ignore-not-found", "--wait=false", check=False)
-    kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_FILE), "-f", str(BENCHMARK_CRD_FILE))
+    kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_FILE), "-f", str(BENCHMARK_CRD_FILE),
+                 "-f", str(ROLESCALE_CRD_FILE))
     wait_established(kube, CRD_NAME, BENCHMARK_CRD_NAME)
 
 

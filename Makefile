@@ -28,6 +28,8 @@ crds: venv
 	$(PY) -m qdd.cli crd -o crds/qdd.dev_qwendisaggdeployments.yaml
 	$(PY) -m qdd.cli crd --kind benchmark -o crds/qdd.dev_qwendisaggbenchmarks.yaml
 	cp crds/qdd.dev_qwendisaggdeployments.yaml crds/qdd.dev_qwendisaggbenchmarks.yaml charts/qdd-operator/files/crds/
+	$(PY) -m qdd.cli crd --kind tray-claims-policy -o crds/qdd-tray-claims-policy.yaml
+	cp crds/qdd-tray-claims-policy.yaml charts/qdd-operator/files/
 
 test: setup lint
 	$(PY) -m pytest -q --durations=40 tests
@@ -103,7 +105,7 @@ image-vllm:
 
 bench-operator: venv
 	bash hack/cluster-up.sh
-	kubectl apply --server-side --force-conflicts -f crds/qdd.dev_qwendisaggdeployments.yaml
+	kubectl apply --server-side --force-conflicts -f crds/qdd.dev_qwendisaggdeployments.yaml -f crds/qdd-tray-claims-policy.yaml
 	bash hack/operator.sh start
 	$(PY) bench/operator_ready.py
 
@@ -112,7 +114,7 @@ bench-operator: venv
 .PHONY: bench-scale
 bench-scale: venv tools
 	QDD_CLUSTER=$${QDD_SCALE_CLUSTER:-qdd-scale} QDD_RACKS=$${QDD_RACKS:-10} bash hack/cluster-up.sh
-	kubectl apply --server-side --force-conflicts -f crds/qdd.dev_qwendisaggdeployments.yaml
+	kubectl apply --server-side --force-conflicts -f crds/qdd.dev_qwendisaggdeployments.yaml -f crds/qdd-tray-claims-policy.yaml
 	QDD_CANARY_URL_OVERRIDE=$$(cat .qdd/clusters/$${QDD_SCALE_CLUSTER:-qdd-scale}/fake-canary-router.url) $(PY) bench/scale.py
 
 # Create/delete churn of the five seed examples for an hour (SOAK_MINUTES), RSS per cycle, heap

@@ -223,7 +223,8 @@ def operator(kube: Kube):
 
     kube.kubectl("apply", "--server-side", "--force-conflicts", "-f",
                  str(REPO / "crds" / "qdd.dev_qwendisaggdeployments.yaml"), "-f",
-                 str(REPO / "crds" / "qdd.dev_qwendisaggbenchmarks.yaml"))
+                 str(REPO / "crds" / "qdd.dev_qwendisaggbenchmarks.yaml"), "-f",
+                 str(REPO / "crds" / "qdd-tray-claims-policy.yaml"))
     wait_established(kube, "qwendisaggdeployments.qdd.dev")
     wait_established(kube, "qwendisaggbenchmarks.qdd.dev")
     # A short peer-restart window (default 30 s) keeps the peer-restart tests quick.

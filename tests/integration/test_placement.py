@@ -79,7 +79,8 @@ def fillers(k: Kube, ns: str, trays: dict[str, tuple[int, str]]) -> None:
 
 
 def install_crd(k: Kube) -> None:
-    k.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds" / "qdd.dev_qwendisaggdeployments.yaml"))
+    k.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds" / "qdd.dev_qwendisaggdeployments.yaml"),
+              "-f", str(REPO / "crds" / "qdd-tray-claims-policy.yaml"))
     # `kubectl wait` errs when the status has no conditions yet (a CRD applied a moment ago)
     k.wait_for(lambda: any(c["type"] == "Established" and c["status"] == "True" for c in (
         k.get("crd", "qwendisaggdeployments.qdd.dev").get("status") or {}).get("conditions") or []),

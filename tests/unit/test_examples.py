@@ -62,9 +62,17 @@ def test_seed_example_renders_the_recipe(path):
         gpus += int(c["resources"]["limits"]["nvidia.com/gpu"])
         assert c["resources"]["requests"]["nvidia.com/gpu"] == c["resources"]["limits"]["nvidia.com/gpu"]
         assert spec["nodeSelector"]["kubernetes.io/arch"] == "arm64"
-        assert spec["resourceClaims"] == [{"name": "imex-channel", "resourceClaimTemplateName": f"{name}-imex-channel"}]
+        # Prefill DEP2 pods share one claim per tray (the admission policy renames group 0's claim
+        # for each ordinal, qdd.render.trayclaims); a decode pod fills its tray: its own claim.
+        assert spec["resourceClaims"] == ([{"name": "imex-channel", "resourceClaimName": f"{name}-prefill-tray-0"}]
+                                          if role == "prefill" else
+                                          [{"name": "imex-channel", "resourceClaimTemplateName": f"{name}-imex-channel"}])
         assert c["resources"]["claims"] == [{"name": "imex-channel"}]
     assert gpus == 2 * n + 8
+    claims = sorted(o["metadata"]["name"] for o in objs if o["kind"] == "ResourceClaim")
+    assert claims == [f"{name}-prefill-tray-{g}" for g in range(-(-n // 2))]
+    assert sts["spec"]["template"]["metadata"]["annotations"] == {
+        "qdd.dev/tray-claim-prefix": f"{name}-prefill-tray", "qdd.dev/pods-per-tray": "2"}
     assert plan_of(cr).gpus == 2 * n + 8
 
 
@@ -107,7 +115,7 @@ def test_labels_on_every_object_and_pod(seed_cr):
     for o in objs:
         lab = o["metadata"]["labels"]
         assert lab["qdd.dev/deployment"] == name
-        if o["kind"] not in ("ComputeDomain", "Workload", "PodGroup"):  # shared by both engine roles
+        if o["kind"] not in ("ComputeDomain", "Workload", "PodGroup", "ResourceClaim"):  # shared by both engine roles
             assert lab["qdd.dev/role"] in ("prefill", "decode", "router")
     for role, lab, _ in engine_pod_specs(objs):
         assert lab["qdd.dev/role"] == role and lab["qdd.dev/deployment"] == name

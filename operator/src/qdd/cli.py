@@ -173,7 +173,12 @@ def cmd_render(args: argparse.Namespace) -> None:
 def cmd_crd(args: argparse.Namespace) -> None:
     from .api.benchmark_crd import benchmark_crd
 
-    text = yaml.safe_dump(benchmark_crd() if args.kind == "benchmark" else crd(), sort_keys=False, width=100)
+    if args.kind == "tray-claims-policy":
+        from .render.trayclaims import admission_policy
+
+        text = yaml.safe_dump_all(admission_policy(), sort_keys=False, width=1 << 16)
+    else:
+        text = yaml.safe_dump(benchmark_crd() if args.kind == "benchmark" else crd(), sort_keys=False, width=100)
     if args.output:
         Path(args.output).write_text(text)
     else:
@@ -343,8 +348,9 @@ def parser() -> argparse.ArgumentParser:
     r.set_defaults(func=cmd_render)
     c = sub.add_parser("crd", help="print a CustomResourceDefinition")
     c.add_argument("-o", "--output", help="write to this file instead of stdout")
-    c.add_argument("--kind", choices=["deployment", "benchmark"], default="deployment",
-                   help="QwenDisaggDeployment (default) or QwenDisaggBenchmark")
+    c.add_argument("--kind", choices=["deployment", "benchmark", "tray-claims-policy"], default="deployment",
+                   help="QwenDisaggDeployment (default) or QwenDisaggBenchmark; tray-claims-policy: the "
+                        "MutatingAdmissionPolicy that gives StatefulSet pods their tray's IMEX claim (docs/placement.md)")
     c.set_defaults(func=cmd_crd)
     i = sub.add_parser("import-recipe", help="turn srt-slurm recipes into a QwenDisaggDeployment and QwenDisaggBenchmark")
     i.add_argument("recipe", help="a recipe file, or a directory: every *.yaml in it")

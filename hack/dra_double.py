@@ -60,16 +60,39 @@ def channel_domain(claim: dict) -> str | None:
     return None
 
 
-def channel_node(claim: dict) -> str | None:
-    """The node (pool) whose channel device the claim was allocated, when it is reserved for a
-    consumer (the kubelet prepares claims of pods on its node); else None."""
+def _channel_claim_reserved(claim: dict) -> bool:
+    """An allocated channel claim (one of this driver's ``channel-*`` devices) with a consumer."""
     st = claim.get("status") or {}
-    if not st.get("reservedFor"):
-        return None
-    for r in ((st.get("allocation") or {}).get("devices") or {}).get("results") or []:
-        if r.get("driver") == DRIVER and r.get("device", "").startswith("channel-"):
-            return r.get("pool")
-    return None
+    return bool(st.get("reservedFor")) and any(
+        r.get("driver") == DRIVER and r.get("device", "").startswith("channel-")
+        for r in ((st.get("allocation") or {}).get("devices") or {}).get("results") or [])
+
+
+def claims_by_node(claims: list[dict], pods: list[dict]) -> dict[str, list[dict]]:
+    """Which channel claims each node's kubelet plugin is asked to prepare: the kubelet prepares
+    the claims of the pods bound to ITS node (a claim reserved by pods on two nodes is prepared on
+    both), and the plugin looks a result's device up by its name alone (``getConfigResultsMap``:
+    ``s.allocatable[result.Device]``, the pool is not compared): a claim whose allocation names
+    another node's ``channel-0`` is prepared here like a local one. ``claims`` in the order
+    returned (oldest first); a claim counts for a pod only when reserved for it."""
+    by_name = {(c["metadata"]["namespace"], c["metadata"]["name"]): c for c in claims
+               if channel_domain(c) is not None and _channel_claim_reserved(c)}
+    order = {id(c): i for i, c in enumerate(claims)}
+    out: dict[str, list[dict]] = {}
+    for p in pods:
+        node, meta = (p.get("spec") or {}).get("nodeName"), p["metadata"]
+        if not node:
+            continue
+        names = [s.get("resourceClaimName") for s in (p.get("status") or {}).get("resourceClaimStatuses") or []]
+        names += [c.get("resourceClaimName") for c in (p.get("spec") or {}).get("resourceClaims") or []]
+        for n in dict.fromkeys(x for x in names if x):
+            c = by_name.get((meta["namespace"], n))
+            if c is None or not any(r.get("uid") == meta.get("uid") for r in c["status"]["reservedFor"]):
+                continue
+            lst = out.setdefault(node, [])
+            if all(x is not c for x in lst):
+                lst.append(c)
+    return {n: sorted(lst, key=lambda c: order[id(c)]) for n, lst in out.items()}
 
 
 @dataclass
@@ -85,10 +108,13 @@ class NodeState:
 
 
 def prepare_node(state: NodeState, claims: list[dict], domains: dict[str, dict]) -> NodeState:
-    """One pass of the kubelet plugin on one node. ``claims``: the channel claims allocated on it
-    and reserved, oldest first; ``domains``: ComputeDomains by UID. Unprepare first (the holder's
-    claim is gone or no longer reserved: the channel and the label are freed), then Prepare each
-    claim in the driver's order of checks; the first failing check is the claim's error."""
+    """One pass of the kubelet plugin on one node. ``claims``: the channel claims of the pods bound
+    to it (:func:`claims_by_node`), oldest first; ``domains``: ComputeDomains by UID. Unprepare
+    first (the holder's claim is gone or no longer reserved here: the channel and the label are
+    freed), then Prepare each claim in the driver's order of checks (device_state.go ``Prepare``:
+    ``validateNoOverlappingPreparedDevices``, then ``prepareDevices`` → ``applyConfig`` →
+    ``applyComputeDomainChannelConfigDriverManaged``); the first failing check is the claim's
+    error, worded as ``Prepare`` returns it."""
     out = NodeState(state.holder, state.holder_domain, state.label)
     uids = {c["metadata"]["uid"] for c in claims}
     if out.holder is not None and out.holder not in uids:
@@ -100,20 +126,24 @@ def prepare_node(state: NodeState, claims: list[dict], domains: dict[str, dict])
         if uid == out.holder:
             continue
         if out.holder is not None:
-            out.errors[uid] = (f"allocation failed: channel 0 already allocated by claim {out.holder} "
-                               "(according to checkpoint)")
+            # Prepare: validateNoOverlappingPreparedDevices (device names: every node's one
+            # channel device is channel-0) runs before the config is applied.
+            out.errors[uid] = (f"unable to prepare claim {uid}: requested device channel-0 is already "
+                               f"allocated to different claim {out.holder}")
             continue
         cd = domains.get(domain or "")
         if cd is None:
-            out.errors[uid] = f"error asserting ComputeDomain's namespace: ComputeDomain not found: {domain}"
+            out.errors[uid] = (f"prepare devices failed: error applying config: error asserting ComputeDomain's "
+                               f"namespace: ComputeDomain not found: {domain}")
             continue
         if cd["metadata"]["namespace"] != c["metadata"]["namespace"]:
-            out.errors[uid] = ("error asserting ComputeDomain's namespace: the ResourceClaim's namespace is "
-                               "different than the ComputeDomain's namespace")
+            out.errors[uid] = ("prepare devices failed: error applying config: error asserting ComputeDomain's "
+                               "namespace: the ResourceClaim's namespace is different than the ComputeDomain's "
+                               "namespace")
             continue
         if out.label is not None and out.label != domain:
-            out.errors[uid] = ("error adding Node label for ComputeDomain: label already exists for a "
-                               "different ComputeDomain")
+            out.errors[uid] = ("prepare devices failed: error applying config: error adding Node label for "
+                               "ComputeDomain: label already exists for a different ComputeDomain")
             continue
         out.label = domain
         out.holder, out.holder_domain = uid, domain

@@ -12,7 +12,8 @@ hack/dra_double.py, checked by tests/unit/test_dra_double.py):
   ComputeDomainChannelConfig; labels on the template, none on its claims; no owner reference),
   and the deletion of templates whose ComputeDomain is gone (its cleanup manager);
 * the kubelet plugin on every node (kwok plays the kubelet and prepares nothing): every 2 s, for
-  each channel claim allocated on a node and reserved, the Prepare checks in the driver's order —
+  each channel claim of a pod bound to the node (the kubelet's view: the claim's allocation may
+  name another node, the plugin does not compare it), the Prepare checks in the driver's order —
   one channel claim per node, the claim in the ComputeDomain's namespace, the node label
   ``resource.nvidia.com/computeDomain=<UID>`` set (refused when another ComputeDomain holds the
   node) — and Unprepare (label removed) when the claim is released. A refusal is a Warning event
@@ -45,7 +46,7 @@ from datetime import datetime, timezone
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
-from dra_double import (CD_LABEL, TARGET_LABEL, TARGET_WORKLOAD, NodeState, channel_domain, channel_node,
+from dra_double import (CD_LABEL, TARGET_LABEL, TARGET_WORKLOAD, NodeState, claims_by_node,
                         global_status, node_entries, prepare_node, workload_template)
 
 CD_GROUP, CD_VERSION, CD_PLURAL = "resource.nvidia.com", "v1beta1", "computedomains"
@@ -70,7 +71,8 @@ class Driver:
         self.core = client.CoreV1Api(api)
         self.resync = resync
         self.nodes: dict[str, NodeState] = {}  # the kubelet plugins' checkpoints
-        self.reported: set[tuple[str, str]] = set()  # (claim uid, error) already posted as events
+        self.reported: set[tuple[str, str, str]] = set()  # (claim uid, node, error) already posted as events
+        self.pod_nodes: set[tuple[str | None, str]] = set()  # (node, pod uid) of the last pass
 
     # -- the controller: one ComputeDomain's template --------------------------------------
     def reconcile(self, cd: dict) -> None:
@@ -125,12 +127,13 @@ class Driver:
         domains = {cd["metadata"]["uid"]: cd for cd in cds}
         claims = self.co.list_cluster_custom_object(RC_GROUP, RC_VERSION, "resourceclaims").get("items", [])
         nodes = self.core.api_client.sanitize_for_serialization(self.core.list_node()).get("items", [])
-        by_node: dict[str, list[dict]] = {}
-        for c in sorted(claims, key=lambda c: (c["metadata"].get("creationTimestamp", ""), c["metadata"]["name"])):
-            node = channel_node(c) if channel_domain(c) is not None else None
-            if node:
-                by_node.setdefault(node, []).append(c)
+        pods = self.core.api_client.sanitize_for_serialization(self.core.list_pod_for_all_namespaces()).get("items", [])
+        # The kubelet prepares the claims of the pods on its node, wherever the claim's allocation
+        # points (dra_double.claims_by_node).
+        by_node = claims_by_node(sorted(claims, key=lambda c: (c["metadata"].get("creationTimestamp", ""),
+                                                               c["metadata"]["name"])), pods)
         by_uid = {c["metadata"]["uid"]: c for c in claims}
+        self.pod_nodes = {(p["spec"].get("nodeName"), p["metadata"]["uid"]) for p in pods}
         for n in nodes:
             name = n["metadata"]["name"]
             label = (n["metadata"].get("labels") or {}).get(CD_LABEL)
@@ -154,17 +157,17 @@ class Driver:
                 self._delete_template(rct)
 
     def _report(self, claim: dict, node: str, err: str) -> None:
-        if (claim["metadata"]["uid"], err) in self.reported:
+        if (claim["metadata"]["uid"], node, err) in self.reported:
             return
-        self.reported.add((claim["metadata"]["uid"], err))
+        self.reported.add((claim["metadata"]["uid"], node, err))
         ns = claim["metadata"]["namespace"]
         msg = f"Failed to prepare dynamic resources: prepare dynamic resources: NodePrepareResources: " \
-              f"error preparing devices for claim '{ns}/{claim['metadata']['name']}': prepare devices failed: {err}"
+              f"error preparing devices for claim '{ns}/{claim['metadata']['name']}:{claim['metadata']['uid']}': {err}"
         log.warning("TEST DOUBLE: node %s: %s", node, msg)
         now = datetime.now(timezone.utc)
         for r in (claim.get("status") or {}).get("reservedFor") or []:
-            if r.get("resource") != "pods":
-                continue
+            if r.get("resource") != "pods" or (node, r.get("uid")) not in self.pod_nodes:
+                continue  # the kubelet of this node reports for its own pods
             try:
                 self.core.create_namespaced_event(ns, client.CoreV1Event(
                     metadata=client.V1ObjectMeta(generate_name=f"{r['name']}."),

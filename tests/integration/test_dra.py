@@ -129,15 +129,7 @@ SHAPES: dict[tuple, list[Path]] = {}
 for _p in EXAMPLES:
     SHAPES.setdefault(_shape(_p), []).append(_p)
 ONE_PER_SHAPE = [paths[0] for paths in SHAPES.values()]
-# Seen on v1.36.3 (1 run of 2): with 8 prefill pods sharing 4 pending claims in one gang cycle, the
-# scheduler bound two pods holding two different tray claims to one tray (both claims given that
-# tray's channel-0: a double allocation; the driver's kubelet plugin, and the double, refuse the
-# second at Prepare) and the gang then waited for trays that never freed. A scheduler race of the
-# alpha gang/DRA code (PreBind: "claim got allocated elsewhere in the meantime"), not qdd's
-# rendering; kept visible here, not skipped. docs/placement.md, "IMEX channels", Limits.
-_RACE = pytest.mark.xfail(reason="kube-scheduler v1.36.3 gang + shared pending claims race (see comment)", strict=False)
-SHAPE_PARAMS = [pytest.param(p, id=p.stem, marks=[_RACE] if p.stem.startswith("qwen35-397b-8xdep2") else [])
-                for p in ONE_PER_SHAPE]
+SHAPE_PARAMS = [pytest.param(p, id=p.stem) for p in ONE_PER_SHAPE]
 
 
 def _place(kube: Kube, ns: str, path: Path, old: bool = False) -> tuple[list[dict[str, Any]], Any, int]:
@@ -292,5 +284,66 @@ def test_two_compute_domains_on_one_tray_the_scheduler_and_the_kubelet_plugin_re
         return [e["message"] for e in kube.get("events", namespace=ns)["items"]
                 if e["reason"] == "FailedPrepareDynamicResources" and e["involvedObject"]["name"] == "forced"]
     msgs = kube.wait_for(refusal, timeout=20, desc="FailedPrepareDynamicResources on pod forced")
-    assert "channel 0 already allocated by claim" in msgs[0]
+    assert "requested device channel-0 is already allocated to different claim" in msgs[0]
     assert kube.get("node", tray)["metadata"]["labels"][CD_LABEL] != cd2["metadata"]["uid"]
+
+
+# --- the scheduler with claims shared inside one gang ----------------------------------------------
+
+def _claim(kube: Kube, ns: str, template: str, name: str) -> None:
+    rct = kube.get("resourceclaimtemplate", template, ns)
+    kube.apply({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name},
+                "spec": rct["spec"]["spec"]}, namespace=ns)
+
+
+def test_v1_36_3_places_pods_of_one_gang_sharing_an_unallocated_claim_on_different_trays(kube, namespace):
+    """Why qdd pins the pods of a tray claim together (docs/placement.md, "The gang and shared
+    claims"), reduced to two plain pods: one PodGroup (minCount 2), one claim not yet allocated,
+    each pod held by its nodeSelector to a tray of its own. A correct scheduler refuses the gang
+    (the claim's one channel is on one tray). kube-scheduler v1.36.3 assumes both, the second
+    reusing the first's pending allocation without its node (kubernetes/kubernetes#140087), and
+    sends both to PreBind, where exactly one writes the allocation and the other fails ("got
+    allocated elsewhere in the meantime", #140053) and is retried: both end up bound on two trays
+    (the writer was the second pod) or one bound and the other refused after its PreBind. Either
+    shows the bug; when neither happens, the scheduler holds such pods to the allocation's tray
+    (#140089) and qdd.render.trayclaims.pod_affinity can go. Without a PodGroup the same pair is
+    refused pod by pod at Filter, as it should be."""
+    ns, one, two, three, four = namespace, *TRAYS[3:7]
+    _cd(kube, ns, "cd-g")
+    for c in ("shared", "solo"):
+        _claim(kube, ns, "cd-g-channel", c)
+    kube.apply({"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup", "metadata": {"name": "pair"},
+                "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}}, namespace=ns)
+    gang = [_pod(n, tray, {"resourceClaimName": "shared"}) for n, tray in (("ga", one), ("gb", two))]
+    for p in gang:
+        p["spec"]["schedulingGroup"] = {"podGroupName": "pair"}
+    kube.apply(gang + [_pod(n, tray, {"resourceClaimName": "solo"}) for n, tray in (("sa", three), ("sb", four))],
+               namespace=ns)
+
+    def prebind_failures(name: str) -> list[str]:
+        return [e["message"] for e in kube.get("events", namespace=ns)["items"]
+                if e["involvedObject"]["name"] == name and e["reason"] == "FailedScheduling"
+                and "got allocated elsewhere in the meantime" in e["message"]]
+
+    def gang_outcome():
+        pods = {n: kube.get("pod", n, ns) for n in ("ga", "gb")}
+        bound = {n: p["spec"]["nodeName"] for n, p in pods.items() if p["spec"].get("nodeName")}
+        if len(bound) == 2:
+            return "both bound", bound
+        if len(bound) == 1 and prebind_failures(next(n for n in pods if n not in bound)):
+            return "one bound, the other past Filter on its own tray", bound
+        return None
+    what, bound = kube.wait_for(gang_outcome, timeout=30, desc="the gang placed by v1.36.3")
+    pools = [r["pool"] for r in kube.get("resourceclaim", "shared", ns)["status"]["allocation"]["devices"]["results"]]
+    assert len(pools) == 1 and pools[0] in bound.values(), (what, bound, pools)
+    if what == "both bound":
+        assert sorted(bound.values()) == sorted([one, two])  # one pod holds the other tray's channel
+
+    def solo_pair():
+        pods = [kube.get("pod", n, ns) for n in ("sa", "sb")]
+        placed = [p for p in pods if p["spec"].get("nodeName")]
+        waiting = [_unschedulable(p) or "" for p in pods if not p["spec"].get("nodeName")]
+        return len(placed) == 1 and "resourceclaim not available on the node" in waiting[0] and placed
+    placed = kube.wait_for(solo_pair, timeout=30, desc="sa or sb bound, the other refused for the claim's tray")
+    pools = [r["pool"] for r in kube.get("resourceclaim", "solo", ns)["status"]["allocation"]["devices"]["results"]]
+    assert pools == [placed[0]["spec"]["nodeName"]]

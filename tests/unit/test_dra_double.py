@@ -94,10 +94,39 @@ DOMAINS = {"u-1": CD, "u-2": {**CD, "metadata": {"name": "cd2", "namespace": "ns
            "u-3": {**CD, "metadata": {"name": "cd3", "namespace": "other", "uid": "u-3"}}}
 
 
-def test_channel_node_needs_allocation_and_reservation():
-    assert dra.channel_node(_claim("a", "u-1", node="gb200-r1-n03")) == "gb200-r1-n03"
-    assert dra.channel_node(_claim("a", "u-1", reserved=False)) is None
+def _bound(name: str, node: str, claim: str, uid: str | None = None) -> dict:
+    return {"metadata": {"name": name, "namespace": "ns", "uid": uid or f"p-{name}"},
+            "spec": {"nodeName": node, "resourceClaims": [{"name": "imex", "resourceClaimName": claim}]}}
+
+
+def _reserved_for(claim: dict, *pods: dict) -> dict:
+    claim["status"]["reservedFor"] = [{"resource": "pods", "name": p["metadata"]["name"], "uid": p["metadata"]["uid"]}
+                                      for p in pods]
+    return claim
+
+
+def test_claims_are_prepared_on_the_nodes_of_the_pods_that_hold_them():
+    """The kubelet prepares the claims of the pods on its node; the plugin looks the allocated
+    device up by name only (device_state.go getConfigResultsMap: s.allocatable[result.Device]), so a
+    claim allocated on n1's channel-0 but held by a pod on n2 is prepared on n2 as well."""
+    on1, on2 = _bound("on1", "n1", "c-a"), _bound("on2", "n2", "c-a")
+    a = _reserved_for(_claim("a", "u-1", node="n1"), on1, on2)
+    assert dra.claims_by_node([a], [on1, on2]) == {"n1": [a], "n2": [a]}
+    # no reservation for the pod (yet): nothing to prepare; an unallocated claim neither
+    assert dra.claims_by_node([_claim("a", "u-1", reserved=False)], [on1]) == {}
+    assert dra.claims_by_node([a], [_bound("other", "n3", "c-a")]) == {}
     assert dra.channel_domain(_claim("a", "u-2")) == "u-2"
+
+
+def test_a_claim_allocated_elsewhere_meets_the_local_claim_at_prepare():
+    """Two tray claims' pods on one tray (a claim whose allocation names another tray, as the
+    v1.36.3 scheduler may bind it, docs/placement.md): the tray's plugin refuses the second."""
+    local, stray = _bound("local", "n2", "c-b"), _bound("stray", "n2", "c-a")
+    a = _reserved_for(_claim("a", "u-1", node="n1"), stray)
+    b = _reserved_for(_claim("b", "u-1", node="n2"), local)
+    by_node = dra.claims_by_node([b, a], [local, stray])
+    s = dra.prepare_node(dra.NodeState(), by_node["n2"], DOMAINS)
+    assert s.holder == "b" and list(s.errors) == ["a"]
 
 
 def test_prepare_labels_the_node_and_holds_the_channel():
@@ -106,18 +135,20 @@ def test_prepare_labels_the_node_and_holds_the_channel():
 
 
 def test_second_claim_of_one_domain_on_a_node_is_refused():
-    # assertImexChannelNotAllocated(0): every channel claim is channel 0.
+    # Prepare: validateNoOverlappingPreparedDevices compares device names (every claim's device is
+    # channel-0) before assertImexChannelNotAllocated(0) would.
     s = dra.prepare_node(dra.NodeState(), [_claim("a", "u-1"), _claim("b", "u-1")], DOMAINS)
     assert s.holder == "a"
-    assert s.errors == {"b": "allocation failed: channel 0 already allocated by claim a (according to checkpoint)"}
+    assert s.errors == {"b": "unable to prepare claim b: requested device channel-0 is already allocated to "
+                             "different claim a"}
 
 
 def test_claim_of_another_domain_on_a_labelled_node_is_refused():
     # The channel is free (a's claim released) but the label is another domain's: AddNodeLabel refuses.
     s = dra.prepare_node(dra.NodeState(label="u-1"), [_claim("b", "u-2")], DOMAINS)
     assert s.holder is None and s.label == "u-1"
-    assert s.errors == {"b": "error adding Node label for ComputeDomain: label already exists for a different "
-                             "ComputeDomain"}
+    assert s.errors == {"b": "prepare devices failed: error applying config: error adding Node label for "
+                             "ComputeDomain: label already exists for a different ComputeDomain"}
 
 
 def test_claim_in_another_namespace_than_its_domain_is_refused():

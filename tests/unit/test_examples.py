@@ -125,7 +125,9 @@ def test_labels_on_every_object_and_pod(seed_cr):
 
 def test_placement_gang_podgroup_and_group_anti_affinity(seed_cr):
     """With the Workload API (the default): one gang of every engine pod in one clique, no pod
-    affinity; the fallback (gang=False) keeps today's pod affinity on the clique."""
+    affinity on the clique (prefill pods sharing a tray claim: only the one that keeps them on
+    one node, qdd.render.trayclaims.pod_affinity); the fallback (gang=False) keeps today's pod
+    affinity on the clique."""
     from qdd.api import parse_resource
     from qdd.plan import build_plan
     from qdd.render import render
@@ -145,9 +147,10 @@ def test_placement_gang_podgroup_and_group_anti_affinity(seed_cr):
     assert wl["spec"]["podGroupTemplates"][0]["schedulingPolicy"] == {"gang": {"minCount": 6}}
     specs = engine_pod_specs(objs)
     assert len(specs) == 6  # 4 prefill (StatefulSet replicas) + 2 decode pods
-    for _, _, spec in specs:
+    for role, _, spec in specs:
         assert spec["schedulingGroup"] == {"podGroupName": f"{name}-engines"}
-        assert "podAffinity" not in spec["affinity"]
+        terms = spec["affinity"].get("podAffinity", {}).get("requiredDuringSchedulingIgnoredDuringExecution", [])
+        assert [t["topologyKey"] for t in terms] == (["kubernetes.io/hostname"] if role == "prefill" else [])
         assert spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
             "nodeSelectorTerms"] == [{"matchExpressions": [{"key": "nvidia.com/gpu.clique", "operator": "Exists"}]}]
     fallback = render(build_plan(parse_resource(seed_cr)), gang=False)

@@ -24,7 +24,7 @@ from .safe import ENV as _env
 from .safe import load, load_all
 from .tolerations import node_loss_tolerations
 from ..plan.trays import pods_per_tray
-from .trayclaims import pod_annotations, tray_claims, uses_tray_claims
+from .trayclaims import pod_affinity, pod_annotations, tray_claims, uses_tray_claims
 
 KIND_ORDER = ["ComputeDomain", "ResourceClaim", "Workload", "PodGroup", "ServiceAccount", "Role", "RoleBinding", "Service",
               "PodDisruptionBudget", "StatefulSet", "Job", "Pod", "Deployment"]
@@ -69,6 +69,7 @@ def _pod(plan: Plan, role: RolePlan, pod: PodPlan, bare: bool, gang: bool) -> di
     text = _env.get_template("engine-pod.yaml.j2").render(
         **_ctx(plan, gang), r=role, pod=pod, bare=bare, pod_labels=extra,
         tray_annotations={} if bare else pod_annotations(plan, role),
+        tray_affinity=None if bare else pod_affinity(plan, role, gang),
         tray_claim0=names.tray_claim(plan.name, role.role, 0, plan.slot),
         subdomain=names.role_set(plan.name, role.role), cpu=rs.cpu, memory=rs.memory,
         pod_group=pod_group(plan, role.role, pod.endpoint) if gang else None)

@@ -10,9 +10,16 @@ group of ordinals, ``<cr>-<role>[-b]-tray-<g>`` for ordinals ``g*k .. g*k+k-1`` 
 tray), with the spec of the driver's workload template; and a MutatingAdmissionPolicy
 (:func:`admission_policy`, installed with the chart) points pod ``i``'s claim at group ``i // k``
 when the StatefulSet controller creates it (label ``apps.kubernetes.io/pod-index``). The claim's
-allocation is one node's channel, so its pods land on one tray; pods of one PodGroup may share a
-claim whose allocation is still pending (Kubernetes v1.36 gang cycle). docs/placement.md says why
-this design and what else was weighed.
+allocation is one node's channel, so its pods land on one tray once it is allocated.
+
+Under gang scheduling the pods of one claim are placed in one PodGroup cycle, before the claim's
+allocation is written, and kube-scheduler v1.36.3 does not hold the second pod to the node of the
+allocation it reuses (kubernetes/kubernetes#140087, fixed upstream by #140089 after v1.36.3:
+docs/placement.md, "The gang and shared claims"). So with gang scheduling the policy also labels
+each pod with its claim (:data:`TRAY_CLAIM`) and the pods carry a required pod affinity on
+``kubernetes.io/hostname`` to the pods of the same claim (:func:`pod_affinity`): the first pod of
+a claim in the cycle goes where the scheduler likes and allocates that tray's channel, the others
+can only join it. docs/placement.md says why this design and what else was weighed.
 
 The claims' ``domainID`` (the ComputeDomain's UID) is known only once the ComputeDomain exists:
 render leaves it empty and the controller fills it (:func:`bind_domain`).
@@ -39,6 +46,10 @@ COMPUTE_DOMAIN = f"{labels.GROUP}/compute-domain"
 """Annotation on a tray claim: the ComputeDomain whose UID becomes its domainID."""
 POD_INDEX = "apps.kubernetes.io/pod-index"
 POLICY = "qdd-tray-claims"
+TRAY_CLAIM = f"{labels.GROUP}/tray-claim"
+"""Pod label the policy sets: the name of the pod's tray claim (at most 40 + 23 characters: the
+custom resource's name is at most 40, qdd.api.resource)."""
+HOSTNAME = "kubernetes.io/hostname"
 
 
 def uses_tray_claims(plan: Plan, role: RolePlan) -> bool:
@@ -79,6 +90,23 @@ def pod_annotations(plan: Plan, role: RolePlan) -> dict[str, str]:
     return {PREFIX: prefix, PODS_PER_TRAY: str(pods_per_tray(plan, role))}
 
 
+def pod_affinity(plan: Plan, role: RolePlan, gang: bool) -> dict[str, Any] | None:
+    """The podAffinity of a StatefulSet pod that shares a tray claim, under gang scheduling: on the
+    node of the pods labelled with the same claim (the API server copies the pod's own
+    :data:`TRAY_CLAIM` value into the selector at creation: ``matchLabelKeys``, GA in Kubernetes
+    v1.33). The first of them matches its own term and may go anywhere (the scheduler's
+    InterPodAffinity lets a pod that is the first of its series through); every later one sees it,
+    assumed on its node, within the same gang cycle. Engine pods carry no other pod affinity under
+    gang scheduling (qdd.render.placement), so this is their only term. None without gang
+    scheduling: pod by pod, the second pod of a claim waits until the first pod's allocation is
+    written, and the scheduler then holds it to that node (docs/placement.md)."""
+    if not gang or not uses_tray_claims(plan, role):
+        return None
+    return {"requiredDuringSchedulingIgnoredDuringExecution": [{
+        "topologyKey": HOSTNAME, "labelSelector": {"matchLabels": {labels.DEPLOYMENT: plan.name}},
+        "matchLabelKeys": [TRAY_CLAIM]}]}
+
+
 def bind_domain(claim: dict[str, Any], observed: list[dict[str, Any]]) -> dict[str, Any] | None:
     """``claim`` with its domainID set to the UID of the observed ComputeDomain it names; None
     while that ComputeDomain is not observed yet (the claim is created on a later pass)."""
@@ -99,15 +127,18 @@ _MATCH = (f"has(object.metadata.annotations) && '{PREFIX}' in object.metadata.an
           f"'{PODS_PER_TRAY}' in object.metadata.annotations && has(object.metadata.labels) && "
           f"'{POD_INDEX}' in object.metadata.labels && has(object.spec.resourceClaims) && "
           f"object.spec.resourceClaims.exists(c, c.name == '{CLAIM}')")
-_APPLY = (f"Object{{spec: Object.spec{{resourceClaims: [Object.spec.resourceClaims{{name: '{CLAIM}', "
-          f"resourceClaimName: object.metadata.annotations['{PREFIX}'] + '-' + "
-          f"string(int(object.metadata.labels['{POD_INDEX}']) / int(object.metadata.annotations['{PODS_PER_TRAY}']))"
-          f"}}]}}}}")
+_CLAIM_NAME = (f"object.metadata.annotations['{PREFIX}'] + '-' + "
+               f"string(int(object.metadata.labels['{POD_INDEX}']) / int(object.metadata.annotations['{PODS_PER_TRAY}']))")
+_APPLY = (f"Object{{metadata: Object.metadata{{labels: {{'{TRAY_CLAIM}': variables.claim}}}}, "
+          f"spec: Object.spec{{resourceClaims: [Object.spec.resourceClaims{{name: '{CLAIM}', "
+          f"resourceClaimName: variables.claim}}]}}}}")
 
 
 def admission_policy() -> list[dict[str, Any]]:
     """The cluster-scoped MutatingAdmissionPolicy (admissionregistration.k8s.io/v1, GA in
-    Kubernetes v1.36) and its binding that give a StatefulSet pod the tray claim of its ordinal.
+    Kubernetes v1.36) and its binding that give a StatefulSet pod the tray claim of its ordinal
+    and the label :data:`TRAY_CLAIM` naming it (read by :func:`pod_affinity`'s ``matchLabelKeys``:
+    mutating admission runs before the API server merges those keys into the selector).
     Pods without qdd's annotations are not touched (matchConditions); ``failurePolicy: Fail``: a
     pod the policy cannot rewrite is refused rather than created with group 0's claim."""
     policy = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicy",
@@ -116,6 +147,7 @@ def admission_policy() -> list[dict[str, Any]]:
                        "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
                                                                "operations": ["CREATE"], "resources": ["pods"]}]},
                        "matchConditions": [{"name": "qdd-tray-claim", "expression": _MATCH}],
+                       "variables": [{"name": "claim", "expression": _CLAIM_NAME}],
                        "mutations": [{"patchType": "ApplyConfiguration",
                                       "applyConfiguration": {"expression": _APPLY}}]}}
     binding = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicyBinding",

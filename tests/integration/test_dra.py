@@ -55,6 +55,7 @@ def _old_rendering(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if o["kind"] == "StatefulSet":
             t = o["spec"]["template"]
             t["metadata"].pop("annotations", None)
+            t["spec"]["affinity"].pop("podAffinity", None)  # the tray claim's pin came with the claims
             template = next(x["spec"]["channel"]["resourceClaimTemplate"]["name"] for x in objs
                             if x["kind"] == "ComputeDomain")
             t["spec"]["resourceClaims"] = [{"name": "imex-channel", "resourceClaimTemplateName": template}]
@@ -303,11 +304,12 @@ def test_v1_36_3_places_pods_of_one_gang_sharing_an_unallocated_claim_on_differe
     (the claim's one channel is on one tray). kube-scheduler v1.36.3 assumes both, the second
     reusing the first's pending allocation without its node (kubernetes/kubernetes#140087), and
     sends both to PreBind, where exactly one writes the allocation and the other fails ("got
-    allocated elsewhere in the meantime", #140053) and is retried: both end up bound on two trays
-    (the writer was the second pod) or one bound and the other refused after its PreBind. Either
-    shows the bug; when neither happens, the scheduler holds such pods to the allocation's tray
-    (#140089) and qdd.render.trayclaims.pod_affinity can go. Without a PodGroup the same pair is
-    refused pod by pod at Filter, as it should be."""
+    allocated elsewhere in the meantime", #140053) and is retried. When the pod away from the
+    allocation wins the write, it is bound on a tray whose channel its claim does not hold; else
+    the other one was sent to PreBind on its own tray. Either shows the bug; when neither happens,
+    the scheduler holds such pods to the allocation's tray (#140089) and
+    qdd.render.trayclaims.pod_affinity can go. Without a PodGroup the same pair is refused pod by
+    pod at Filter, as it should be."""
     ns, one, two, three, four = namespace, *TRAYS[3:7]
     _cd(kube, ns, "cd-g")
     for c in ("shared", "solo"):
@@ -328,16 +330,18 @@ def test_v1_36_3_places_pods_of_one_gang_sharing_an_unallocated_claim_on_differe
     def gang_outcome():
         pods = {n: kube.get("pod", n, ns) for n in ("ga", "gb")}
         bound = {n: p["spec"]["nodeName"] for n, p in pods.items() if p["spec"].get("nodeName")}
-        if len(bound) == 2:
-            return "both bound", bound
-        if len(bound) == 1 and prebind_failures(next(n for n in pods if n not in bound)):
-            return "one bound, the other past Filter on its own tray", bound
+        alloc = (kube.get("resourceclaim", "shared", ns).get("status") or {}).get("allocation")
+        if not bound or not alloc:
+            return None
+        pool = alloc["devices"]["results"][0]["pool"]
+        if any(node != pool for node in bound.values()):
+            return "a pod bound on a tray whose channel its claim does not hold", bound, pool
+        if any(prebind_failures(n) for n in pods if n not in bound):
+            return "the other pod sent to PreBind on its own tray", bound, pool
         return None
-    what, bound = kube.wait_for(gang_outcome, timeout=30, desc="the gang placed by v1.36.3")
-    pools = [r["pool"] for r in kube.get("resourceclaim", "shared", ns)["status"]["allocation"]["devices"]["results"]]
-    assert len(pools) == 1 and pools[0] in bound.values(), (what, bound, pools)
-    if what == "both bound":
-        assert sorted(bound.values()) == sorted([one, two])  # one pod holds the other tray's channel
+    what, bound, pool = kube.wait_for(gang_outcome, timeout=30, desc="the gang placed by v1.36.3")
+    print(what, bound, pool)
+    assert pool in (one, two)
 
     def solo_pair():
         pods = [kube.get("pod", n, ns) for n in ("sa", "sb")]

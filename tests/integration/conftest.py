@@ -55,6 +55,12 @@ class Kube:
         self.env["QDD_CLUSTER"] = cluster
         self.env["QDD_RACKS"] = os.environ.get("QDD_TEST_RACKS", "1")
         self.env["PATH"] = os.pathsep.join([str(BIN), str(VENV_BIN), os.environ.get("PATH", "")])
+        # kubectl's discovery cache is keyed by host:port under ~/.kube/cache: another cluster on
+        # this machine that had the same API server port leaves resource types this one does not
+        # serve (`kubectl get all` then fails on a stranger's CRD). One fresh cache per handle.
+        cache = REPO / ".qdd" / "kube-cache" / cluster
+        shutil.rmtree(cache, ignore_errors=True)
+        self.env["KUBECACHEDIR"] = str(cache)
         self.kubectl_bin = str(BIN / "kubectl") if (BIN / "kubectl").exists() else (
             shutil.which("kubectl") or "kubectl")
         self.timings: dict[str, float] = {}

@@ -148,6 +148,17 @@ def _run_script(script: str, env: dict, log_name: str, timeout: float) -> float:
     return took
 
 
+def keep_logs(cluster: str) -> None:
+    """Copy the test doubles' and the control plane's logs of ``cluster`` to .qdd/logs/<cluster>/
+    before hack/cluster-down.sh deletes them, for whoever reads a failure afterwards."""
+    out = LOGS / cluster
+    shutil.rmtree(out, ignore_errors=True)
+    for d in (REPO / ".qdd" / "clusters" / cluster, REPO / ".qdd" / "kwok" / "clusters" / cluster / "logs"):
+        for f in d.glob("*.log") if d.is_dir() else ():
+            out.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(f, out / f.name)
+
+
 def _session_lock(cluster: str):
     """Serializes test sessions of one checkout that use the same cluster (one would tear the
     cluster down under the other). Held until the process ends; not inherited by children."""
@@ -183,6 +194,7 @@ def kube() -> Kube:
         yield k
     finally:
         if not keep:
+            keep_logs(cluster)
             _run_script("cluster-down.sh", k.env, f"cluster-down-{cluster}.log", 120)
         lock.close()
 

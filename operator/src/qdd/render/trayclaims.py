@@ -15,8 +15,8 @@ allocation is one node's channel, so its pods land on one tray once it is alloca
 Under gang scheduling the pods of one claim are placed in one PodGroup cycle, before the claim's
 allocation is written, and kube-scheduler v1.36.3 does not hold the second pod to the node of the
 allocation it reuses (kubernetes/kubernetes#140087, fixed upstream by #140089 after v1.36.3:
-docs/placement.md, "The gang and shared claims"). So with gang scheduling the policy also labels
-each pod with its claim (:data:`TRAY_CLAIM`) and the pods carry a required pod affinity on
+docs/placement.md, "The gang and shared claims"). So the policy also labels each pod with its
+claim (:data:`TRAY_CLAIM`), and under gang scheduling the pods carry a required pod affinity on
 ``kubernetes.io/hostname`` to the pods of the same claim (:func:`pod_affinity`): the first pod of
 a claim in the cycle goes where the scheduler likes and allocates that tray's channel, the others
 can only join it. docs/placement.md says why this design and what else was weighed.

@@ -15,10 +15,13 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from qdd.api.observe import ObserveSpec
-from qdd.controller.engine_metrics import Bounds, prometheus_query, read_pod, read_prometheus
+from prometheus_client.parser import text_string_to_metric_families
+
+from qdd.controller.engine_metrics import Bounds, SeriesCache, parse_text, prometheus_query, read_pod, read_prometheus
 from qdd.controller.observer import Observer, serving_pods
 from qdd.controller.serving import add_serving, serving_events
 from qdd.observe import EngineRead, PodRead
+from qdd.observe.metrics import EXPOSED
 
 from .controller_world import cr_of, plan_of
 
@@ -79,6 +82,27 @@ def test_read_pod_parses_the_engines_and_keeps_only_the_series_read(server):
     assert r.engines[1].running == 3 and r.engines[1].generation_tokens == 42.0
     assert r.engines[0].ttft.count == 1 and r.engines[0].ttft.buckets[0] == (0.1, 1.0)
     assert r.bytes == len(server.reply[1]) and r.series > 3 * 4
+
+
+def test_series_cache_parses_each_series_once_as_prometheus_client_does_and_reads_every_value():
+    cache = SeriesCache()
+    first = vllm_text(engines=2, tokens=10.0).decode()
+    wanted = [(s.name, s.labels, s.value) for f in text_string_to_metric_families(first) for s in f.samples
+              if s.name in EXPOSED]
+    got, n = parse_text(first, cache=cache)
+    assert [(name, dict(lab), v) for name, lab, v in got] == wanted and len(cache) == len(wanted)
+    again, _ = parse_text(vllm_text(engines=2, tokens=25.0).decode(), cache=cache)  # values moved, series did not
+    assert len(cache) == len(wanted)
+    tokens = [v for name, lab, v in again if name == "vllm:generation_tokens_total"]
+    assert tokens == [25.0, 25.0]
+    assert n == sum(len(f.samples) for f in text_string_to_metric_families(first))
+    # A value prometheus-client refuses is refused from the cache too; a full cache starts again.
+    running = next(line for line in first.splitlines() if line.startswith("vllm:num_requests_running{"))
+    with pytest.raises(ValueError, match="1_0"):
+        parse_text(running.rsplit(" ", 1)[0] + " 1_0\n", cache=cache)
+    small = SeriesCache(max_size=2)
+    parse_text(first, cache=small)
+    assert len(small) <= 2
 
 
 @pytest.mark.parametrize(("reply", "bounds", "error"), [

@@ -26,9 +26,18 @@ def histogram_increase(reads: Sequence[Histogram]) -> Histogram:
     restarts); an empty histogram with fewer than two reads."""
     if len(reads) < 2:
         return Histogram()
-    bounds = sorted({le for h in reads for le, _ in h.buckets})
-    per_bound = {le: increase([dict(h.buckets).get(le, 0.0) for h in reads]) for le in bounds}
-    return Histogram(tuple((le, per_bound[le]) for le in bounds), increase([h.total for h in reads]),
+    bounds = reads[0].bounds
+    if all(h.bounds == bounds for h in reads) and list(bounds) == sorted(set(bounds)):
+        # The usual case (an engine's buckets never change): bucket by bucket down the reads. Looking
+        # each bound up in every read's pairs made judging a deployment over a full window 32 ms
+        # (make bench-observe).
+        per = [increase(column) for column in zip(*(h.counts for h in reads), strict=True)]
+        return Histogram(tuple(zip(bounds, per, strict=True)), increase([h.total for h in reads]),
+                         increase([h.count for h in reads]))
+    maps = [dict(h.buckets) for h in reads]
+    every = sorted({le for m in maps for le in m})
+    per_bound = {le: increase([m.get(le, 0.0) for m in maps]) for le in every}
+    return Histogram(tuple((le, per_bound[le]) for le in every), increase([h.total for h in reads]),
                      increase([h.count for h in reads]))
 
 

@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from qdd.controller.engine_metrics import Bounds, SeriesCache, parse_text, prometheus_query, read_pod, read_prometheus
 from qdd.controller.observer import Observer, serving_pods
-from qdd.controller.serving import add_serving, serving_events
+from qdd.controller.serving import add_serving, kept_serving, serving_events
 from qdd.observe import EngineRead, PodRead
 from qdd.observe.metrics import EXPOSED
 
@@ -231,3 +231,24 @@ def test_the_status_part_and_the_events_of_transitions():
     assert serving_events(raised, raised) == []
     assert serving_events(raised, healthy) == [("Normal", "LeasesHeld", "KVLeaseExpiring cleared: ok")]
     assert serving_events(unknown, healthy) == [] and serving_events({}, unknown) == []
+
+
+def test_serving_values_alone_are_written_at_most_every_four_periods():
+    role = {"engines": 8, "pods": 1, "running": 4, "generationTokensPerSecond": 10.0}
+    old = {"source": "pods", "windowSeconds": 300, "observedTime": "2030-01-01T00:00:00Z", "prefill": role,
+           "decode": role}
+
+    def at(t: str, **changes: object) -> dict:
+        return {**old, "observedTime": t, "decode": {**role, **changes}}
+    # Only the newest read's time moved: nothing to write, however long since.
+    assert kept_serving(old, at("2030-01-01T01:00:00Z"), 15) is old
+    # Moving values: kept for 4 periods (60 s at 15 s), written after.
+    assert kept_serving(old, at("2030-01-01T00:00:59Z", generationTokensPerSecond=12.0), 15) is old
+    new = at("2030-01-01T00:01:00Z", generationTokensPerSecond=12.0)
+    assert kept_serving(old, new, 15) is new
+    # What was read changed (pods, engines, errors, source): written at once.
+    for changed in (at("2030-01-01T00:00:15Z", engines=7), {**at("2030-01-01T00:00:15Z"), "errors": ["p: HTTP 503"]},
+                    {**at("2030-01-01T00:00:15Z"), "source": "http://prometheus:9090"},
+                    at("2030-01-01T00:00:15Z", promptTokensPerSecond=1.0)):
+        assert kept_serving(old, changed, 15) is changed
+    assert kept_serving(None, new, 15) is new

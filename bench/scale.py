@@ -149,6 +149,9 @@ class StatusWatch:
         self.last: dict[str, dict[str, Any]] = {}
         self.counts: dict[str, int] = defaultdict(int)
         self.updates = 0
+        self.trace: list[str] = []
+        """The first deployment's changes, one line each: seconds, paths, the Ready condition's message."""
+        self._t0 = time.monotonic()
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()
 
@@ -165,9 +168,14 @@ class StatusWatch:
                 continue
             self.updates += 1
             meta = lambda o: {k: o["metadata"].get(k) for k in ("annotations", "finalizers", "labels")}  # noqa: E731
-            for p in _changed(before.get("status"), obj.get("status"), "status") + _changed(
-                    meta(before), meta(obj), "metadata"):
+            paths = _changed(before.get("status"), obj.get("status"), "status") + _changed(
+                meta(before), meta(obj), "metadata")
+            for p in paths:
                 self.counts[p] += 1
+            if name == "mix-00":
+                ready = next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), {})
+                self.trace.append(f"{time.monotonic() - self._t0:7.1f} s  {' '.join(paths)}  | Ready {ready.get('status')} "
+                                  f"{ready.get('reason')}: {ready.get('message')}")
 
     def report(self, deployments: int) -> str:
         self.proc.terminate()
@@ -351,6 +359,7 @@ def main() -> int:
               f"({1000 * (c1 - c0) / max(reconciles, 1):.0f} ms per reconcile, kopf's watch streams included)", flush=True)
         print(f"  API writes by verb and kind: {delta(m0, m1, 'qdd_api_writes_total')}", flush=True)
         print(f"  custom resources: {watch.report(len(items))}", flush=True)
+        (ROOT / ".qdd" / "bench-scale-status-trace.txt").write_text("\n".join(watch.trace) + "\n")
         print(f"  the operator's events: {events_by_reason()}", flush=True)
         print("  reconcile steps p50 / p99 (qdd_reconcile_step_seconds): " + ", ".join(
             f"{step} {quantile(m1, 'qdd_reconcile_step_seconds', 0.5, step) * 1000:.0f} / "

@@ -829,6 +829,15 @@ def test_unschedulable_pods_are_named_in_ready_and_progressing():
     assert _unschedulable(obs) == (f"; 1 pod unschedulable ({NAME}-prefill-9: 0/20 nodes are available: "
                                    "18 Insufficient nvidia.com/gpu.)")
     assert _unschedulable(Observed({}, [])) == ""
+    # Gang members only waiting for the rest of their gang name no problem: nothing; beside a pod the
+    # scheduler gave a reason, they are counted and that pod is named.
+    follower = {"kind": "Pod", "metadata": {"name": f"{NAME}-decode-0-leader"}, "status": {"phase": "Pending",
+        "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message":
+                        "pod group is unschedulable, waiting for minCount pods from a gang to be scheduled, one or "
+                        "more plugins asked to wait and no plugin rejected pod"}]}}
+    assert _unschedulable(Observed({("Pod", follower["metadata"]["name"]): follower}, [])) == ""
+    both = Observed({("Pod", follower["metadata"]["name"]): follower, ("Pod", pod["metadata"]["name"]): pod}, [])
+    assert _unschedulable(both).startswith(f"; 2 pods unschedulable ({NAME}-prefill-9: 0/20 nodes")
 
 
 def test_a_crash_in_plan_or_render_is_plan_valid_false_not_an_operator_error(monkeypatch):

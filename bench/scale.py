@@ -321,6 +321,9 @@ def main() -> int:
     a = ap.parse_args()
     items = crs(a.deployments)
     gpus = sum(2 * c["spec"]["prefill"]["endpoints"] + 8 for c in items)
+    commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True, cwd=ROOT).stdout
+    print(f"bench-scale: commit {commit.strip()}, {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}, "
+          f"{' '.join(sys.argv[1:]) or 'default arguments'}", flush=True)
     print(f"{a.deployments} deployments, {gpus} GPUs asked, {expected_engine_pods(items)} engine pods; {load()}, "
           f"{os.cpu_count()} CPUs", flush=True)
 

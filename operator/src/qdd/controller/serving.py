@@ -22,8 +22,9 @@ REFRESH_PERIODS = 4
 """status.serving's moving values (rates, percentiles, gauges) are written again at most once per
 this many read periods (60 s at the default 15 s) while nothing else about it changes; a change of
 source, window, pods or engines read, errors, or a value that appears (a rate once two reads
-exist) is written at once, and the serving conditions are
-judged from every read. Written on every pass, they were a status patch per deployment per pass,
+exist) is written at once, and the serving conditions are judged from every read (a change of
+their status or reason is written at once; their messages, which count what the window saw, are
+refreshed with the values). Written on every pass, they were a status patch per deployment per pass,
 steady state included (make bench-scale: 30 patches in 30 s for 30 idle deployments)."""
 _FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
@@ -81,16 +82,22 @@ def add_serving(status: dict[str, Any], cr: dict[str, Any], plan: Plan | None, o
     got = observer.judgement(ns, name)
     assert got is not None  # tracked just now
     j, newest = got
-    before = {c["type"]: c for c in old.get("conditions") or []}
-    for c in j.conditions:
-        prev = before.get(c["type"])
-        c["lastTransitionTime"] = prev["lastTransitionTime"] if prev and prev.get("status") == c["status"] and \
-            prev.get("lastTransitionTime") else now
-        metrics.SERVING_CONDITION.labels(ns, name, c["type"]).set(1 if c["status"] == "True" else 0)
-    status["conditions"] = list(status["conditions"]) + j.conditions
     status["serving"] = kept_serving(old.get("serving"), serving_status(
         j, observer.source(ns, name), spec.window_seconds, _time(newest) if newest is not None else None),
         spec.period_seconds)
+    kept = old.get("serving") is not None and status["serving"] is old.get("serving")
+    before = {c["type"]: c for c in old.get("conditions") or []}
+    for c in j.conditions:
+        prev = before.get(c["type"])
+        same = prev is not None and (prev.get("status"), prev.get("reason")) == (c["status"], c["reason"])
+        c["lastTransitionTime"] = prev["lastTransitionTime"] if same and prev.get("lastTransitionTime") else now
+        if same and kept and prev.get("message") is not None:
+            # The message counts what the window saw ("no failed KV transfer in the last 300 s (812
+            # done)"): refreshed with status.serving's values, not on every pass. A change of status
+            # or reason is written at once.
+            c["message"] = prev["message"]
+        metrics.SERVING_CONDITION.labels(ns, name, c["type"]).set(1 if c["status"] == "True" else 0)
+    status["conditions"] = list(status["conditions"]) + j.conditions
     return status
 
 

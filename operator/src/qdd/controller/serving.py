@@ -85,13 +85,13 @@ def add_serving(status: dict[str, Any], cr: dict[str, Any], plan: Plan | None, o
     status["serving"] = kept_serving(old.get("serving"), serving_status(
         j, observer.source(ns, name), spec.window_seconds, _time(newest) if newest is not None else None),
         spec.period_seconds)
-    kept = old.get("serving") is not None and status["serving"] is old.get("serving")
-    before = {c["type"]: c for c in old.get("conditions") or []}
+    unrefreshed = old.get("serving") is not None and status["serving"] is old.get("serving")
+    before: dict[str, dict[str, Any]] = {c["type"]: c for c in old.get("conditions") or []}
     for c in j.conditions:
-        prev = before.get(c["type"])
-        same = prev is not None and (prev.get("status"), prev.get("reason")) == (c["status"], c["reason"])
+        prev = before.get(c["type"]) or {}
+        same = (prev.get("status"), prev.get("reason")) == (c["status"], c["reason"])
         c["lastTransitionTime"] = prev["lastTransitionTime"] if same and prev.get("lastTransitionTime") else now
-        if same and kept and prev.get("message") is not None:
+        if same and unrefreshed and prev.get("message") is not None:
             # The message counts what the window saw ("no failed KV transfer in the last 300 s (812
             # done)"): refreshed with status.serving's values, not on every pass. A change of status
             # or reason is written at once.

@@ -177,3 +177,32 @@ def test_profile_corrected_by_observed_latency_and_recovers():
         d = decide(Observation(15.0 * i, 20.0, 3000, 150, ttft_ms=300.0), PROFILE, c, cfg, state)
         state, c = d.state, counts(d.prefill.target, 1)
     assert state.correction["prefill"] == 1.0 and c.prefill.ready == 3  # 1.5 under 65 % → 3
+
+
+def test_scale_down_waits_a_start_up_time_of_low_demand():
+    """An endpoint drained now takes startup_s to come back: a trough shorter than the start-up
+    time (plus a period) drains nothing; a longer one does, once the whole window was low."""
+    cfg = config(startup_s=300.0, scale_down_cooldown_s=60.0)
+    busy, trough = [(40.0, 3000, 150)] * 4, [(5.0, 3000, 150)]
+    short = run(busy + trough * 16 + busy, cfg, counts(4, 2))  # 240 s of trough
+    assert not any(d.prefill.drain or d.decode.drain for _, d in short)
+    long = run(busy + trough * 30, cfg, counts(4, 2))  # 450 s of trough
+    first = next(i for i, (_, d) in enumerate(long) if d.prefill.drain)
+    assert (first - 4 + 1) * cfg.period_s >= cfg.startup_s + cfg.period_s  # the whole window was low
+    assert settle(long[-1][0]) == counts(1, 1)
+
+
+def test_correction_is_not_undone_by_quiet_periods():
+    """A burst over the TTFT target lowers the prefill capacity correction; quiet periods between
+    bursts (TTFT far under target at a tenth of the load) leave it, busy ones that meet the target
+    with room recover it."""
+    cfg = config()
+    d = decide(Observation(0.0, 40.0, 3000, 150, ttft_ms=4000.0), PROFILE, counts(4, 1), cfg)
+    low = d.state.correction["prefill"]
+    assert low == 0.5
+    state = d.state
+    for i in range(1, 4):
+        state = decide(Observation(15.0 * i, 4.0, 3000, 150, ttft_ms=200.0), PROFILE, counts(6, 1), cfg, state).state
+    assert state.correction["prefill"] == low
+    state = decide(Observation(60.0, 30.0, 3000, 150, ttft_ms=200.0), PROFILE, counts(6, 1), cfg, state).state
+    assert state.correction["prefill"] == pytest.approx(low * 1.02)

@@ -85,12 +85,13 @@ NAMESPACED = {
     ("qdd.dev", "qwendisaggbenchmarks"): {"get", "list", "watch"},
     ("qdd.dev", "qwendisaggbenchmarks/status"): {"patch"},
     ("qdd.dev", "qwendisaggbenchmarks/finalizers"): {"update"},
-    ("", "configmaps"): {"get", "create", "patch"},
+    ("", "configmaps"): {"get", "list", "watch", "create", "patch", "delete"},
     ("", "events"): {"create"},
     ("", "pods"): {"get", "list", "watch", "create", "patch", "delete"},
     ("", "services"): {"list", "watch", "create", "patch", "delete"},
     ("", "serviceaccounts"): {"list", "watch", "create", "patch", "delete"},
     ("apps", "statefulsets"): {"list", "watch", "create", "patch", "delete"},
+    ("apps", "daemonsets"): {"list", "watch", "create", "patch", "delete"},
     ("apps", "deployments"): {"list", "watch", "create", "patch", "delete"},
     ("batch", "jobs"): {"list", "watch", "create", "patch", "delete"},
     ("policy", "poddisruptionbudgets"): {"list", "watch", "create", "patch", "delete"},
@@ -242,7 +243,8 @@ def _plural(kind: str) -> str:
     return {"ComputeDomain": "computedomains", "ServiceAccount": "serviceaccounts", "Role": "roles",
             "RoleBinding": "rolebindings", "Service": "services", "StatefulSet": "statefulsets",
             "Pod": "pods", "Deployment": "deployments", "Job": "jobs", "Workload": "workloads",
-            "PodGroup": "podgroups", "PodDisruptionBudget": "poddisruptionbudgets"}[kind]
+            "PodGroup": "podgroups", "PodDisruptionBudget": "poddisruptionbudgets", "ConfigMap": "configmaps",
+            "DaemonSet": "daemonsets"}[kind]
 
 
 def test_rbac_covers_what_the_operator_code_does(default):

@@ -85,10 +85,11 @@ Server-side apply is a PATCH; when the object does not exist yet the API server 
 - apiGroups: ["qdd.dev"]
   resources: ["qwendisaggbenchmarks/finalizers"]
   verbs: ["update"]
-# Benchmark scripts and results ConfigMaps (applied, read to skip unchanged writes).
+# Benchmark scripts and results ConfigMaps (applied, read to skip unchanged writes); the weight
+# cache's program ConfigMap (spec.model.cache: applied, watched, pruned).
 - apiGroups: [""]
   resources: ["configmaps"]
-  verbs: ["get", "create", "patch"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 # Events on the custom resource (InvalidSpec, Ready, GroupRestart; kopf's warnings).
 - apiGroups: [""]
   resources: ["events"]
@@ -103,9 +104,9 @@ Server-side apply is a PATCH; when the object does not exist yet the API server 
 - apiGroups: [""]
   resources: ["services", "serviceaccounts"]
   verbs: ["list", "watch", "create", "patch", "delete"]
-# Prefill StatefulSet and router Deployment: applied, watched for status, pruned.
+# Prefill StatefulSet, router Deployment, the weight cache's prefetch DaemonSet: applied, watched, pruned.
 - apiGroups: ["apps"]
-  resources: ["statefulsets", "deployments"]
+  resources: ["statefulsets", "deployments", "daemonsets"]
   verbs: ["list", "watch", "create", "patch", "delete"]
 # PodDisruptionBudgets of roles with two or more endpoints (at most one endpoint drained at a time).
 - apiGroups: ["policy"]

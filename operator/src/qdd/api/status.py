@@ -119,6 +119,22 @@ class ServingStatus(ApiModel):
     errors: list[str] = Field(default_factory=list, description="Pods whose metrics could not be read at the last read, and why (at most 8).")
 
 
+class WeightCacheStatus(ApiModel):
+    """The node-local weight cache as the pods report it (qdd.controller.weight_cache)."""
+
+    digest: str | None = Field(None, description="spec.model.cache.digest.")
+    trays: int = Field(0, description="Trays with a prefetch pod (the trays the engines may use, narrowed by spec.model.cache.nodeSelector).")
+    verified: int = Field(0, description="Trays holding a copy whose every byte hashed to the digest.")
+    fetching: int = Field(0, description="Trays whose prefetch is still verifying or copying.")
+    failed: int = Field(0, description="Trays whose prefetch failed (the claim unreadable or not of the digest); retried by the kubelet.")
+    verified_trays: list[str] = Field(default_factory=list, description="The verified trays by name (at most 64).")
+    refused: list[str] = Field(default_factory=list, description="Trays whose cache was refused (it did not hash to the digest) and fetched again, and why (at most 8).")
+    failures: list[str] = Field(default_factory=list, description="Why prefetches failed (at most 8).")
+    engines_from_cache: int = Field(0, description="Engine pods that read the tray's verified copy.")
+    engines_from_claim: int = Field(0, description="Engine pods that read the claim: no verified copy on their tray, or one refused at their start.")
+    fallbacks: list[str] = Field(default_factory=list, description="Engine pods that read the claim, their tray and why (at most 8).")
+
+
 class QwenDisaggDeploymentStatus(ApiModel):
     observed_generation: int | None = Field(None, description="metadata.generation of the spec the status describes.")
     conditions: list[Condition] = Field(default_factory=list, description=", ".join(conditions.TYPES) + ".")
@@ -139,4 +155,5 @@ class QwenDisaggDeploymentStatus(ApiModel):
     progress: ProgressStatus | None = Field(None, description="The last progress seen (spec.rollout.progressDeadlineSeconds, Stalled).")
     peer_restart_pending: PeerRestartPending | None = Field(None, description="A burst of prefill replacements whose one decode recycle is still to come (every prefill pod back and Ready, none replaced for 30 s).")
     serving: ServingStatus | None = Field(None, description="What the engines report about serving, from their own metrics (spec.observe, docs/observability.md).")
+    weight_cache: WeightCacheStatus | None = Field(None, description="Which trays hold a verified copy of the checkpoint and which engines read it (spec.model.cache, docs/cold-start.md#node-local-weight-cache).")
     peer_restart: str | None = Field(None, description="Why decode groups were recycled after a prefill pod was replaced (their NIXL state of the old engine); cleared when decode is all Ready again.")

@@ -11,6 +11,7 @@ import contextlib
 import copy
 import datetime as dt
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from ..api.conditions import Reason
 from ..errors import SpecError
 from ..hashing import content_hash
 from ..plan import Plan, build_plan
+from ..plan.weight_cache import DEFAULT_ROOT, ROOT_PATTERN
 from ..render import render_all
 from . import metrics
 from ..canary import CanaryState
@@ -40,8 +42,10 @@ from .stall import seconds_to_check
 from .status_inputs import Inputs, status_inputs
 from .serving import add_serving, serving_events
 from .status import Observed, compute_status, ready_ignoring_rollout, rollout_status, status_patch
+from .weight_cache import labels_to_set, weight_cache_status
 
 log = logging.getLogger("qdd.reconcile")
+ROOT_ENV = "QDD_WEIGHT_CACHE_ROOT"
 REQUEUE_AFTER_WRITE_S = 2.0
 
 
@@ -54,6 +58,16 @@ def _cond(status: dict[str, Any] | None, ctype: str) -> dict[str, Any]:
         if c.get("type") == ctype:
             return c
     return {}
+
+
+def weight_cache_root() -> str:
+    """The trays' folder of node-local weight caches: ``QDD_WEIGHT_CACHE_ROOT`` (the chart's
+    ``weightCache.hostPath``) when it is an absolute path without ``..``, else qdd's default."""
+    root = os.environ.get(ROOT_ENV, "") or DEFAULT_ROOT
+    if not ROOT_PATTERN.match(root) or ".." in root.split("/"):
+        log.error("%s=%r is not an absolute path without '..': using %s", ROOT_ENV, root, DEFAULT_ROOT)
+        return DEFAULT_ROOT
+    return root
 
 
 Rendered = tuple[Plan | None, list[dict[str, Any]], list[str]]
@@ -78,7 +92,7 @@ def _desired(cr: dict[str, Any], gang: bool, slot: str = "a", serving: tuple[str
     resource must not stop the reconciles of the others."""
     try:
         plan = build_plan(parse_resource(cr), slot)
-        return plan, [with_owner(o, cr) for o in render_all(plan, gang, serving)], []
+        return plan, [with_owner(o, cr) for o in render_all(plan, gang, serving, weight_cache_root())], []
     except SpecError as e:
         return None, [], [str(x) for x in e.errors]
     except Exception as e:  # noqa: BLE001
@@ -216,6 +230,7 @@ class Reconciler:
         if wrote is None:
             return "gone"  # the namespace is being deleted: so is the custom resource
         wrote = self._retire(cr, r, observed, legacy) or wrote
+        wrote = self._label_trays(cr, view) or wrote
         step("write")
         if wrote:
             observed = kube.list_children(namespace, name)
@@ -280,6 +295,14 @@ class Reconciler:
         if todo:
             self.kube.label_pods(namespace, todo)
         return wrote or bool(todo)
+
+    def _label_trays(self, cr: dict[str, Any], observed: list[dict[str, Any]]) -> bool:
+        """Put each prefetch pod's state on it (``qdd.dev/weight-cache``: the engines' preferred affinity
+        selects ``verified``); True when it wrote (qdd.controller.weight_cache)."""
+        todo = labels_to_set(observed)
+        if todo:
+            self.kube.label_pods(cr["metadata"]["namespace"], todo)
+        return bool(todo)
 
     def _recycle_peers_of_replaced_prefill(self, cr: dict[str, Any], plan: Plan, observed: list[dict[str, Any]],
                                            states: list[Any]) -> tuple[str | None, dict[str, Any] | None]:
@@ -370,7 +393,11 @@ class Reconciler:
         status = compute_status(cr, plan, errors or [], Observed({key(o): o for o in observed}, states), now, cd_ready,
                                 kv, peer_restart, placed_now, rollout_status(rollout) if rollout is not None else None,
                                 canary, peer_pending, compute_domain=cd_verdict)
-        return add_serving(status, cr, plan, observed, self.observer, now)
+        status = add_serving(status, cr, plan, observed, self.observer, now)
+        cache = weight_cache_status(plan, observed) if plan is not None else (cr.get("status") or {}).get("weightCache")
+        if cache is not None:
+            status["weightCache"] = cache
+        return status
 
     def _status(self, cr: dict[str, Any], plan: Plan | None, errors: list[str], desired: list[dict[str, Any]],
                 observed: list[dict[str, Any]], states: list[Any], peer_restart: str | None = None,

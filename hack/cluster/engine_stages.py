@@ -55,7 +55,7 @@ from qdd.catalog.startup import LOCAL, engine_startup
 
 PREFIX = "engine.sim.qdd.dev/"
 CONFIGMAP = "qdd-sim-engine-startup"
-PARAM_KEYS = ("weights", "compile", "graphs", "time-scale", "crash", "crash-after")
+PARAM_KEYS = ("weights", "compile", "graphs", "time-scale", "crash", "crash-after", "cache-aware", "checkpoint-bytes")
 SEED_CHECKPOINT_BYTES = 237e9
 """nvidia/Qwen3.5-397B-A17B-NVFP4 as qdd.plan.startup.checkpoint_bytes counts it (≈ 237 GB)."""
 DEFAULT_SCALE = 100
@@ -265,8 +265,13 @@ def stages() -> list[dict[str, Any]]:
     crash = {"key": f'.metadata.annotations["{PREFIX}crash-at"]', "operator": "Exists"}
     no_crash = {"key": f'.metadata.annotations["{PREFIX}crash-at"]', "operator": "DoesNotExist"}
     start = [_status(_RUNNING), _meta(_enter("weights", _CRASH_AT_START))]
+    not_held = {"key": f'.metadata.annotations["{HOLD}"]', "operator": "DoesNotExist"}
+    held = {"key": f'.metadata.annotations["{HOLD}"]', "operator": "Exists"}
     return [
-        _stage("qdd-engine-container-start", [pending, absent], start),
+        _stage("qdd-engine-container-start", [pending, absent, not_held], start),
+        # Held for hack/fake_tray_disks.py (its init container, its start length by cache state): no
+        # step, and a weight above kwok's own pod-ready keeps that one off the pod meanwhile.
+        _stage("qdd-engine-held", [pending, held], [_meta(_NOTHING)], _LONG),
         _stage("qdd-engine-restart", [_phase("backoff")], start, _until()),
         _stage("qdd-engine-weights-loaded", [_phase("weights"), no_crash], [_meta(_enter("compile"))], _until()),
         _stage("qdd-engine-compiled", [_phase("compile"), no_crash], [_meta(_enter("graphs"))], _until()),
@@ -285,6 +290,25 @@ def stages() -> list[dict[str, Any]]:
     ]
 
 
+HOLD = f"{PREFIX}hold"
+"""On an engine pod that waits for hack/fake_tray_disks.py before its container starts."""
+_NOTHING = "metadata:\n  annotations: {}\n"
+_LONG = {"durationMilliseconds": 86_400_000}
+
+
+def weight_cache_stages() -> list[dict[str, Any]]:
+    """The prefetch pods of the weight cache (``qdd.dev/role=weight-cache``) wait, Pending, for
+    hack/fake_tray_disks.py to run their init container: a Stage above kwok's pod-ready that does nothing."""
+    spec = {"resourceRef": {"apiGroup": "v1", "kind": "Pod"},
+            "selector": {"matchExpressions": [
+                {"key": '.metadata.labels["qdd.dev/role"]', "operator": "In", "values": ["weight-cache"]},
+                {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
+                {"key": ".status.phase", "operator": "In", "values": ["Pending"]}]},
+            "weight": 1, "delay": _LONG, "steps": [_meta(_NOTHING)]}
+    return [{"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": "qdd-weight-cache-held"},
+             "spec": spec}]
+
+
 def admission_objects() -> list[dict[str, Any]]:
     """The MutatingAdmissionPolicy (admissionregistration.k8s.io/v1, GA in Kubernetes 1.36) that
     copies a namespace's ConfigMap ``qdd-sim-engine-startup`` onto each engine pod it creates, and
@@ -295,7 +319,9 @@ def admission_objects() -> list[dict[str, Any]]:
              ".map(k, JSONPatch{op: 'add', path: '/metadata/annotations/' + jsonpatch.escapeKey('" + PREFIX + "' + k), "
              "value: params.data[k]}) + (variables.probeKillMs >= 0 ? [JSONPatch{op: 'add', path: "
              "'/metadata/annotations/' + jsonpatch.escapeKey('" + PREFIX + "probe-kill'), "
-             "value: string(variables.probeKillMs) + 'ms'}] : [])")
+             "value: string(variables.probeKillMs) + 'ms'}] : []) + ('cache-aware' in params.data && "
+             "params.data['cache-aware'] == 'true' ? [JSONPatch{op: 'add', path: '/metadata/annotations/' + "
+             "jsonpatch.escapeKey('" + HOLD + "'), value: 'cache-aware'}] : [])")
     timed = "has(params.data) && ['weights', 'compile', 'graphs', 'time-scale'].all(k, k in params.data)"
     probe = "object.spec.containers[0].startupProbe"
     variables = [
@@ -333,12 +359,38 @@ def admission_objects() -> list[dict[str, Any]]:
         "spec": {"policyName": "qdd-sim-engine-startup",
                  "paramRef": {"name": CONFIGMAP, "parameterNotFoundAction": "Allow"}},
     }
+    return [policy, binding, *_hold_for_init_objects()]
+
+
+def _hold_for_init_objects() -> list[dict[str, Any]]:
+    """A second policy, without parameters: an engine pod with the weight cache's init container
+    (``weights-select``) waits for hack/fake_tray_disks.py to run it, with or without the ConfigMap."""
+    name = "qdd-sim-tray-disks"
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicy", "metadata": {"name": name},
+        "spec": {
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                                    "resources": ["pods"]}]},
+            "matchConditions": [{"name": "engine-pod-with-weight-cache", "expression":
+                                 "has(object.metadata.labels) && 'qdd.dev/role' in object.metadata.labels && "
+                                 "object.metadata.labels['qdd.dev/role'] in ['prefill', 'decode'] && "
+                                 "has(object.spec.initContainers) && "
+                                 "object.spec.initContainers.exists(c, c.name == 'weights-select')"}],
+            "failurePolicy": "Fail", "reinvocationPolicy": "Never",
+            "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression":
+                           "(has(object.metadata.annotations) ? [] : [JSONPatch{op: 'add', path: '/metadata/annotations', "
+                           "value: {}}]) + [JSONPatch{op: 'add', path: '/metadata/annotations/' + jsonpatch.escapeKey('"
+                           + HOLD + "'), value: 'init'}]"}}],
+        },
+    }
+    binding = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicyBinding",
+               "metadata": {"name": name}, "spec": {"policyName": name}}
     return [policy, binding]
 
 
 def main(argv: list[str]) -> int:
     if argv[1:] == ["stages"]:
-        sys.stdout.write(yaml.safe_dump_all(stages(), sort_keys=False, width=1000))
+        sys.stdout.write(yaml.safe_dump_all(stages() + weight_cache_stages(), sort_keys=False, width=1000))
         return 0
     if argv[1:] == ["admission"]:
         json.dump({"apiVersion": "v1", "kind": "List", "items": admission_objects()}, sys.stdout, indent=1)

@@ -118,7 +118,7 @@ def test_engine_stage_defaults_are_the_seed_warm_start_compressed():
 
 def test_admission_policy_copies_only_the_known_keys():
     mod = _stages_module()
-    policy, binding = mod.admission_objects()
+    policy, binding, *_ = mod.admission_objects()
     expr = policy["spec"]["mutations"][0]["jsonPatch"]["expression"]
     for k in mod.PARAM_KEYS:
         assert f"'{k}'" in expr

@@ -19,7 +19,8 @@ digest with one byte flipped (its record unchanged). Then, checked in one run:
    verification) and reads the claim, saying so; the one on E reads the claim ("no verified cache
    on this tray"), and the deployment is Ready: a tray without the cache still serves;
 4. start lengths: each engine pod's weights phase is the model's for where it read them (local
-   copy faster than the claim).
+   copy faster than the claim); with spec.engine.compileCache the first placement compiles cold, the
+   second finds each role's key filled and starts warm (issue 28 item 5).
 """
 
 from __future__ import annotations
@@ -80,7 +81,8 @@ def trays(kube: Kube, namespace: str):
     yield names
     for n in names:
         kube.kubectl("label", "node", n, "qdd.dev/test-weights-", check=False)
-    kube.kubectl("delete", "pv", f"{namespace}-models", "--ignore-not-found", "--wait=false", check=False)
+    for claim in (CLAIM, "compile-cache"):
+        kube.kubectl("delete", "pv", f"{namespace}-{claim}", "--ignore-not-found", "--wait=false", check=False)
     shutil.rmtree(_disks(kube) / "volumes" / namespace, ignore_errors=True)
 
 
@@ -102,19 +104,21 @@ def test_prefetch_prefers_warm_trays_refuses_corrupt_copies_and_serves_without_o
     shard.chmod(0o644)
     shard.write_bytes(bytes(data))
 
-    kube.apply({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{namespace}-models"},
-                "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadOnlyMany"], "storageClassName": "",
-                         "hostPath": {"path": "/simulated/models"},
-                         "claimRef": {"namespace": namespace, "name": CLAIM}}})
-    kube.apply({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": CLAIM, "namespace": namespace},
-                "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": "", "volumeName": f"{namespace}-models",
-                         "resources": {"requests": {"storage": "1Gi"}}}})
+    for claim in (CLAIM, "compile-cache"):
+        kube.apply({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{namespace}-{claim}"},
+                    "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"], "storageClassName": "",
+                             "hostPath": {"path": f"/simulated/{claim}"},
+                             "claimRef": {"namespace": namespace, "name": claim}}})
+        kube.apply({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": claim, "namespace": namespace},
+                    "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": f"{namespace}-{claim}",
+                             "resources": {"requests": {"storage": "1Gi"}}}})
     kube.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "qdd-sim-engine-startup", "namespace": namespace},
                 "data": {"cache-aware": "true", "time-scale": str(SCALE), "checkpoint-bytes": "237e9"}})
     cr = cr_of(SEED, namespace, **{
         "metadata.name": "wc", "spec.prefill.endpoints": 3, "spec.prefill.topology.dataParallel": 4,
         "spec.kvTransfer.preflight": {"enabled": False},
         "spec.model.source": {"pvc": {"claimName": CLAIM, "subPath": SUB}},
+        "spec.engine.compileCache": {"claimName": "compile-cache"},
         "spec.model.cache": {"digest": digest, "nodeSelector": {"qdd.dev/test-weights": namespace}}})
     kube.apply(cr)
 
@@ -130,6 +134,8 @@ def test_prefetch_prefers_warm_trays_refuses_corrupt_copies_and_serves_without_o
     assert {p["metadata"]["labels"]["qdd.dev/weight-cache"] for p in prefetchers} == {"verified"}
     assert manifest_digest(hash_tree(folder(a) / "files")) == digest  # A holds the right bytes again
     kube.wait_for(lambda: _ready(kube, namespace, "wc"), timeout=TIMEOUT, desc="Ready (first placement)")
+    first = _pods(kube, namespace, "qdd.dev/deployment=wc,qdd.dev/role in (prefill,decode)")
+    assert {p["metadata"]["annotations"]["engine.sim.qdd.dev/compile-cache"] for p in first} == {"cold"}
 
     # 2. D's copy changes after verification; every engine pod is placed again
     grown = folder(d) / "files" / "tokenizer.json"
@@ -162,8 +168,10 @@ def test_prefetch_prefers_warm_trays_refuses_corrupt_copies_and_serves_without_o
     assert "refused: tokenizer.json changed since verification" in by_tray[d]
     assert by_tray[e].endswith("no verified cache on this tray")
 
-    # 4. start lengths: the model's weights phase for where each pod read its weights
+    # 4. start lengths: the model's weights phase for where each pod read its weights; compile warm now
     ann = {n: p["metadata"]["annotations"] for n, p in on.items()}
+    assert {x["engine.sim.qdd.dev/compile-cache"] for x in ann.values()} == {"warm"}
+    assert {x["engine.sim.qdd.dev/compile"] for x in ann.values()} == {"0.08s"}  # (8 s + 0 s planned KV) / 100
     assert {n for n, x in ann.items() if x["engine.sim.qdd.dev/weights-from"] == "cache"} == {a, b, trays[2]}
     fast = {ann[n]["engine.sim.qdd.dev/weights"] for n in (a, b, trays[2])}
     slow = {ann[n]["engine.sim.qdd.dev/weights"] for n in (d, e)}

@@ -88,6 +88,7 @@ NAMESPACED = {
     ("", "configmaps"): {"get", "list", "watch", "create", "patch", "delete"},
     ("", "events"): {"create"},
     ("", "pods"): {"get", "list", "watch", "create", "patch", "delete"},
+    ("", "pods/log"): {"get"},
     ("", "services"): {"list", "watch", "create", "patch", "delete"},
     ("", "serviceaccounts"): {"list", "watch", "create", "patch", "delete"},
     ("apps", "statefulsets"): {"list", "watch", "create", "patch", "delete"},

@@ -100,6 +100,10 @@ Server-side apply is a PATCH; when the object does not exist yet the API server 
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
+# Each engine pod's start-up, read once from the first MiB of its log (status.startup).
+- apiGroups: [""]
+  resources: ["pods/log"]
+  verbs: ["get"]
 # Headless Services for DP rendezvous, the router Service, the router's ServiceAccount.
 - apiGroups: [""]
   resources: ["services", "serviceaccounts"]

@@ -42,6 +42,7 @@ from .stall import seconds_to_check
 from .status_inputs import Inputs, status_inputs
 from .serving import add_serving, serving_events
 from .status import Observed, compute_status, ready_ignoring_rollout, rollout_status, status_patch
+from .startup_logs import StartupLogs, startup_status
 from .weight_cache import labels_to_set, weight_cache_status
 
 log = logging.getLogger("qdd.reconcile")
@@ -122,11 +123,12 @@ class _Steps:
 class Reconciler:
     def __init__(self, kube: Kube, namespaces: list[str] | None = None, gang: bool | None = None,
                  canary: CanaryChecker | None = None, peer_window_s: float = BURST_WINDOW_S,
-                 observer: Observer | None = None):
+                 observer: Observer | None = None, startup: StartupLogs | None = None):
         """``gang``: place through the Workload API (PodGroups); None asks the cluster's discovery
         once, here (:meth:`Kube.serves_workload_api`). ``canary``: sends the serving canary
         (default: to the router Services). ``observer``: reads the engines' metrics (default: one
-        without threads, which reads nothing: ``qdd run`` passes a running one)."""
+        without threads, which reads nothing: ``qdd run`` passes a running one). ``startup``: reads each
+        engine pod's start-up from its log (default: one that reads nothing; ``qdd run`` passes one)."""
         self.kube = kube
         self.canary = canary or CanaryChecker()
         if self.canary.notify is None:  # an answer that came in is judged by one more pass
@@ -134,6 +136,9 @@ class Reconciler:
         self.observer = observer or Observer(workers=0)
         if self.observer.notify is None:  # a serving condition that changed is written by one more pass
             self.observer.notify = self.reconcile
+        self.startup = startup or StartupLogs(workers=0)
+        if self.startup.notify is None:  # a start-up read is written by one more pass
+            self.startup.notify = self.reconcile
         self.namespaces = namespaces or []
         self.gang = kube.serves_workload_api() if gang is None else gang
         log.info("placement: %s", "gang scheduling through the Workload API (scheduling.k8s.io/v1alpha2 PodGroup)"
@@ -176,6 +181,7 @@ class Reconciler:
         self.canary.forget(namespace, name)
         _RENDERED.forget((namespace, name))
         self.observer.forget(namespace, name)
+        self.startup.forget(namespace, name)
         metrics.MANAGED.set(len(self.managed))
         for role in ("prefill", "decode"):
             for g in (metrics.READY_ENDPOINTS, metrics.DESIRED_ENDPOINTS):
@@ -394,9 +400,18 @@ class Reconciler:
                                 kv, peer_restart, placed_now, rollout_status(rollout) if rollout is not None else None,
                                 canary, peer_pending, compute_domain=cd_verdict)
         status = add_serving(status, cr, plan, observed, self.observer, now)
-        cache = weight_cache_status(plan, observed) if plan is not None else (cr.get("status") or {}).get("weightCache")
+        old = cr.get("status") or {}
+        cache = weight_cache_status(plan, observed) if plan is not None else old.get("weightCache")
         if cache is not None:
             status["weightCache"] = cache
+        if plan is not None:
+            pods = [o for o in observed if o.get("kind") == "Pod"]
+            self.startup.track(cr["metadata"]["namespace"], cr["metadata"]["name"], pods)
+            started = startup_status(self.startup.entries(cr["metadata"]["namespace"], cr["metadata"]["name"]), pods)
+        else:
+            started = old.get("startup")
+        if started is not None:
+            status["startup"] = started
         return status
 
     def _status(self, cr: dict[str, Any], plan: Plan | None, errors: list[str], desired: list[dict[str, Any]],

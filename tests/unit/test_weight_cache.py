@@ -227,6 +227,14 @@ def test_without_gang_scheduling_the_preference_joins_the_required_clique_affini
     assert len(pa["preferredDuringSchedulingIgnoredDuringExecution"]) == 1
 
 
+def test_a_pod_without_node_conditions_gets_the_preference_alone(seed_cr: dict):
+    """sameNVLinkDomain false and no nodeAffinity: the engine template has no affinity of its own."""
+    cr = _cached(seed_cr)
+    cr["spec"]["cluster"]["sameNVLinkDomain"] = False
+    [sts] = [o for o in render_all(plan_of(cr)) if o["kind"] == "StatefulSet"]
+    assert list(sts["spec"]["template"]["spec"]["affinity"]) == ["podAffinity"]
+
+
 def test_the_cache_does_not_change_the_generation(seed_cr: dict):
     seed_cr["spec"]["model"]["source"] = {"pvc": {"claimName": "models", "subPath": "q"}}
     before = plan_of(seed_cr).generation

@@ -170,7 +170,7 @@ def add_to_engine_pod(pod: dict[str, Any], plan: Plan, root: str) -> dict[str, A
                             {"name": LINK_VOLUME, "mountPath": wc.LINK_DIR, "readOnly": True}]
     spec["volumes"] = [*spec.get("volumes", []), _program_volume(plan), _cache_volume(plan, root),
                        {"name": LINK_VOLUME, "emptyDir": {"sizeLimit": "1Mi"}}]
-    aff = spec.setdefault("affinity", {})
+    aff = spec["affinity"] = spec.get("affinity") or {}  # the template leaves it empty (None) without node conditions
     pa = aff.setdefault("podAffinity", {})
     pa["preferredDuringSchedulingIgnoredDuringExecution"] = [
         *pa.get("preferredDuringSchedulingIgnoredDuringExecution", []), preferred_term(plan)]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from qdd.api import parse_resource
-from qdd.controller.weight_cache import labels_to_set, tray_state, weight_cache_status
+from qdd.controller.weight_cache import labels_to_set, tray_state, weight_cache_events, weight_cache_status
 from qdd.errors import SpecError
 from qdd.plan.weight_cache import DEFAULT_ROOT, MODEL_LINK
 from qdd.render import render_all
@@ -325,3 +325,15 @@ def test_copy_is_not_left_half_installed(src: Path, tmp_path: Path, monkeypatch:
     assert code == 1 and "input/output error" in out["error"]
     assert not (tmp_path / "tray" / "files").exists() and not (tmp_path / "tray" / "verified.json").exists()
     shutil.rmtree(tmp_path / "tray")
+
+
+def test_a_refusal_is_a_warning_event_once():
+    old = {"weightCache": {"refused": ["n1: sha256 of a differs from the record (fetched again from the claim)"]}}
+    new = {"weightCache": {"refused": old["weightCache"]["refused"] + ["n2: record of another digest (fetched again from the claim)"],
+                           "fallbacks": ["e1 on n3: no verified cache on this tray",
+                                         "e2 on n4: refused: a changed since verification (size, mtime [1, 2] -> [2, 3])"]}}
+    assert weight_cache_events(old, new) == [
+        ("Warning", "WeightCacheRefused", "node-local weight cache refused: n2: record of another digest (fetched again from the claim)"),
+        ("Warning", "WeightCacheRefused", "node-local weight cache refused: e2 on n4: refused: a changed since verification "
+                                          "(size, mtime [1, 2] -> [2, 3])")]
+    assert weight_cache_events(new, new) == []

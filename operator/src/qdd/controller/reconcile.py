@@ -43,7 +43,7 @@ from .status_inputs import Inputs, status_inputs
 from .serving import add_serving, serving_events
 from .status import Observed, compute_status, ready_ignoring_rollout, rollout_status, status_patch
 from .startup_logs import StartupLogs, startup_status
-from .weight_cache import labels_to_set, weight_cache_status
+from .weight_cache import labels_to_set, weight_cache_events, weight_cache_status
 
 log = logging.getLogger("qdd.reconcile")
 ROOT_ENV = "QDD_WEIGHT_CACHE_ROOT"
@@ -441,5 +441,5 @@ class Reconciler:
         return status
 
     def _events(self, cr: dict[str, Any], old: dict[str, Any], new: dict[str, Any]) -> None:
-        for type_, reason, message in transition_events(old, new) + serving_events(old, new):
+        for type_, reason, message in transition_events(old, new) + serving_events(old, new) + weight_cache_events(old, new):
             self.kube.event(cr, type_, reason, message)

@@ -127,3 +127,16 @@ def weight_cache_status(plan: Plan, observed: list[dict[str, Any]]) -> dict[str,
         if v:
             out[k] = v[:MAX_REASONS]
     return out
+
+
+def weight_cache_events(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(type, reason, message): a Warning ``WeightCacheRefused`` for each refusal that ``new``
+    status.weightCache lists and ``old`` did not (a tray's copy that did not hash to the digest and was
+    fetched again, an engine that refused its tray's copy at start and read the claim); once each."""
+    was, now = old.get("weightCache") or {}, new.get("weightCache") or {}
+    seen = set(was.get("refused") or []) | set(was.get("fallbacks") or [])
+    out = []
+    for text in (now.get("refused") or []) + [f for f in now.get("fallbacks") or [] if ": refused:" in f]:
+        if text not in seen:
+            out.append(("Warning", "WeightCacheRefused", f"node-local weight cache refused: {text}"))
+    return out

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -309,6 +310,19 @@ def weight_cache_stages() -> list[dict[str, Any]]:
              "spec": spec}]
 
 
+ENGINE_LOG = "tests/unit/data/vllm-0.32.0-cpu-start-cold.log"
+"""The start-up log of a real engine (the CPU build's prefill, captured by make bench-cold-start), which
+kwok serves as the log of every simulated ``vllm`` container: what the operator's start-up reader
+(qdd.controller.startup_logs) reads through ``pods/log``, as from a real engine."""
+
+
+def engine_logs() -> list[dict[str, Any]]:
+    """kwok's ClusterLogs (kwok.x-k8s.io/v1alpha1): every container named ``vllm`` logs :data:`ENGINE_LOG`."""
+    path = Path(__file__).resolve().parents[2] / ENGINE_LOG
+    return [{"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterLogs", "metadata": {"name": "qdd-engine-logs"},
+             "spec": {"logs": [{"containers": ["vllm"], "logsFile": str(path)}]}}]
+
+
 def admission_objects() -> list[dict[str, Any]]:
     """The MutatingAdmissionPolicy (admissionregistration.k8s.io/v1, GA in Kubernetes 1.36) that
     copies a namespace's ConfigMap ``qdd-sim-engine-startup`` onto each engine pod it creates, and
@@ -390,7 +404,7 @@ def _hold_for_init_objects() -> list[dict[str, Any]]:
 
 def main(argv: list[str]) -> int:
     if argv[1:] == ["stages"]:
-        sys.stdout.write(yaml.safe_dump_all(stages() + weight_cache_stages(), sort_keys=False, width=1000))
+        sys.stdout.write(yaml.safe_dump_all(stages() + weight_cache_stages() + engine_logs(), sort_keys=False, width=1000))
         return 0
     if argv[1:] == ["admission"]:
         json.dump({"apiVersion": "v1", "kind": "List", "items": admission_objects()}, sys.stdout, indent=1)

@@ -32,11 +32,14 @@ from pathlib import Path
 
 import pytest
 
+from qdd.observe.startup_log import parse_startup_log
 from qdd.weightcache.program import hash_tree, manifest_digest, prefetch
 
 from .conftest import REPO, Kube
 from .test_operator import SEED, cr_of
 
+ENGINE_LOG = "tests/unit/data/vllm-0.32.0-cpu-start-cold.log"
+"""What kwok serves as every simulated vllm container's log (hack/cluster/engine_stages.py ENGINE_LOG)."""
 TIMEOUT = 50
 SCALE = 100
 SUB = "ckpt"
@@ -176,5 +179,15 @@ def test_prefetch_prefers_warm_trays_refuses_corrupt_copies_and_serves_without_o
     fast = {ann[n]["engine.sim.qdd.dev/weights"] for n in (a, b, trays[2])}
     slow = {ann[n]["engine.sim.qdd.dev/weights"] for n in (d, e)}
     assert fast == {"0.639s"} and slow == {"1.485s"}, (fast, slow)  # (30 s + 237 GB / 7 or 2 GB/s) / 100
+
+    # 5. each engine pod's start-up, read by the operator from its log through pods/log: kwok serves the
+    #    real CPU engine's start-up log (hack/cluster/engine_stages.py ENGINE_LOG) as every vllm container's
+    names = {p["metadata"]["name"] for p in pods}
+    started = kube.wait_for(lambda: (st := (kube.get("qdd", "wc", namespace=namespace).get("status") or {}).get("startup"))
+                            and names <= {r["pod"] for r in st["pods"]} and st, timeout=30, desc="status.startup")
+    row = next(r for r in started["pods"] if r["pod"] in names)
+    want = parse_startup_log((REPO / ENGINE_LOG).read_text()).as_status()
+    assert want["warmupSeconds"] > 0 and {k: row.get(k) for k in want} == want, row
+    assert row["node"] in on and "toReadySeconds" in row
     print(f"\nweight cache: 4 trays prefetched (A refused and fetched again), engines back on {sorted(on)} in "
           f"{took:.1f} s: 3 from the cache, D refused at start, E without a copy")

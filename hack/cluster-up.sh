@@ -134,7 +134,7 @@ add_engine_stages() {
   local conf="$cluster_dir/kwok.yaml"
   [ -s "$conf" ] || { echo "cluster-up: $conf missing after kwokctl create" >&2; exit 1; }
   if ! grep -q 'name: qdd-engine-container-start' "$conf"; then
-    { echo "---"; "$py" "$root/hack/cluster/engine_stages.py" stages; } >> "$conf"
+    { echo "---"; "$py" "$root/hack/cluster/engine_stages.py" stages "$state/engine-logs"; } >> "$conf"
   fi
   # kwok exits when its server port was taken meanwhile (another cluster on this machine): try again.
   local try pidf="$cluster_dir/pids/kwok-controller.pid"

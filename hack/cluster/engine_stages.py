@@ -38,8 +38,9 @@ Phases are visible on the pod: ``engine.sim.qdd.dev/phase`` = weights | compile 
 absolute time, so that an unrelated update of the pod (kwok plays a stage's delay again from every
 new version of the object) does not restart it.
 
-Usage: ``engine_stages.py stages`` (kwok Stage documents, YAML, appended to the cluster's kwok
-configuration by hack/cluster-up.sh) | ``engine_stages.py admission`` (a v1/List, JSON, for
+Usage: ``engine_stages.py stages [ENGINE_LOG_DIR]`` (kwok Stage documents, YAML, appended to the
+cluster's kwok configuration by hack/cluster-up.sh; with a folder, also the ClusterLogs that serve a
+real engine's start-up log as every ``vllm`` container's, written there in CRI format) | ``engine_stages.py admission`` (a v1/List, JSON, for
 kubectl apply).
 """
 
@@ -47,6 +48,7 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -316,9 +318,17 @@ kwok serves as the log of every simulated ``vllm`` container: what the operator'
 (qdd.controller.startup_logs) reads through ``pods/log``, as from a real engine."""
 
 
-def engine_logs() -> list[dict[str, Any]]:
-    """kwok's ClusterLogs (kwok.x-k8s.io/v1alpha1): every container named ``vllm`` logs :data:`ENGINE_LOG`."""
-    path = Path(__file__).resolve().parents[2] / ENGINE_LOG
+def engine_logs(folder: Path | None = None) -> list[dict[str, Any]]:
+    """kwok's ClusterLogs (kwok.x-k8s.io/v1alpha1): every container named ``vllm`` logs :data:`ENGINE_LOG`.
+    kwok reads a container runtime's log file (CRI format: ``<RFC 3339 time> stdout F <line>`` per line):
+    with ``folder``, that file is written there from :data:`ENGINE_LOG`; nothing without one."""
+    if folder is None:
+        return []
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "vllm-engine.cri.log"
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f000Z")
+    text = (Path(__file__).resolve().parents[2] / ENGINE_LOG).read_text()
+    path.write_text("".join(f"{stamp} stdout F {line}\n" for line in text.splitlines()))
     return [{"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterLogs", "metadata": {"name": "qdd-engine-logs"},
              "spec": {"logs": [{"containers": ["vllm"], "logsFile": str(path)}]}}]
 
@@ -403,13 +413,14 @@ def _hold_for_init_objects() -> list[dict[str, Any]]:
 
 
 def main(argv: list[str]) -> int:
-    if argv[1:] == ["stages"]:
-        sys.stdout.write(yaml.safe_dump_all(stages() + weight_cache_stages() + engine_logs(), sort_keys=False, width=1000))
+    if argv[1:2] == ["stages"] and len(argv) in (2, 3):
+        logs = engine_logs(Path(argv[2])) if len(argv) == 3 else []
+        sys.stdout.write(yaml.safe_dump_all(stages() + weight_cache_stages() + logs, sort_keys=False, width=1000))
         return 0
     if argv[1:] == ["admission"]:
         json.dump({"apiVersion": "v1", "kind": "List", "items": admission_objects()}, sys.stdout, indent=1)
         return 0
-    sys.stderr.write("usage: engine_stages.py stages|admission\n")
+    sys.stderr.write("usage: engine_stages.py stages [ENGINE_LOG_DIR]|admission\n")
     return 2
 
 

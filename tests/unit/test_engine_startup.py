@@ -144,6 +144,14 @@ def test_pods_waiting_for_the_tray_disks_double_are_held_above_kwok_s_pod_ready(
     assert "weights-select" in policy["spec"]["matchConditions"][0]["expression"]
     assert mod.HOLD in policy["spec"]["mutations"][0]["jsonPatch"]["expression"]
     assert "paramRef" not in binding["spec"]  # held with or without the namespace's ConfigMap
-    [logs] = mod.engine_logs()
+
+def test_the_served_engine_log_is_in_the_container_runtime_s_format(tmp_path: Path):
+    """kwok parses a CRI log file (``<time> stdout F <line>``); it refused the plain text."""
+    mod = _stages_module()
+    assert mod.engine_logs() == []
+    [logs] = mod.engine_logs(tmp_path)
     assert logs["kind"] == "ClusterLogs" and logs["spec"]["logs"][0]["containers"] == ["vllm"]
-    assert Path(logs["spec"]["logs"][0]["logsFile"]).is_file()
+    lines = Path(logs["spec"]["logs"][0]["logsFile"]).read_text().splitlines()
+    src = (Path(__file__).resolve().parents[2] / mod.ENGINE_LOG).read_text().splitlines()
+    assert len(lines) == len(src) and all(re.fullmatch(r"\d{4}-\d\d-\d\dT[\d:.]+Z stdout F .*", x) for x in lines)
+    assert [x.split(" stdout F ", 1)[1] for x in lines] == src

@@ -11,7 +11,6 @@ import contextlib
 import copy
 import datetime as dt
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -23,7 +22,6 @@ from ..api.conditions import Reason
 from ..errors import SpecError
 from ..hashing import content_hash
 from ..plan import Plan, build_plan
-from ..plan.weight_cache import DEFAULT_ROOT, ROOT_PATTERN
 from ..render import render_all
 from . import metrics
 from ..canary import CanaryState
@@ -42,11 +40,10 @@ from .stall import seconds_to_check
 from .status_inputs import Inputs, status_inputs
 from .serving import add_serving, serving_events
 from .status import Observed, compute_status, ready_ignoring_rollout, rollout_status, status_patch
-from .startup_logs import StartupLogs, startup_status
-from .weight_cache import labels_to_set, weight_cache_events, weight_cache_status
+from .startup_logs import StartupLogs, add_startup
+from .weight_cache import add_weight_cache, labels_to_set, weight_cache_events, weight_cache_root
 
 log = logging.getLogger("qdd.reconcile")
-ROOT_ENV = "QDD_WEIGHT_CACHE_ROOT"
 REQUEUE_AFTER_WRITE_S = 2.0
 
 
@@ -59,16 +56,6 @@ def _cond(status: dict[str, Any] | None, ctype: str) -> dict[str, Any]:
         if c.get("type") == ctype:
             return c
     return {}
-
-
-def weight_cache_root() -> str:
-    """The trays' folder of node-local weight caches: ``QDD_WEIGHT_CACHE_ROOT`` (the chart's
-    ``weightCache.hostPath``) when it is an absolute path without ``..``, else qdd's default."""
-    root = os.environ.get(ROOT_ENV, "") or DEFAULT_ROOT
-    if not ROOT_PATTERN.match(root) or ".." in root.split("/"):
-        log.error("%s=%r is not an absolute path without '..': using %s", ROOT_ENV, root, DEFAULT_ROOT)
-        return DEFAULT_ROOT
-    return root
 
 
 Rendered = tuple[Plan | None, list[dict[str, Any]], list[str]]
@@ -400,19 +387,7 @@ class Reconciler:
                                 kv, peer_restart, placed_now, rollout_status(rollout) if rollout is not None else None,
                                 canary, peer_pending, compute_domain=cd_verdict)
         status = add_serving(status, cr, plan, observed, self.observer, now)
-        old = cr.get("status") or {}
-        cache = weight_cache_status(plan, observed) if plan is not None else old.get("weightCache")
-        if cache is not None:
-            status["weightCache"] = cache
-        if plan is not None:
-            pods = [o for o in observed if o.get("kind") == "Pod"]
-            self.startup.track(cr["metadata"]["namespace"], cr["metadata"]["name"], pods)
-            started = startup_status(self.startup.entries(cr["metadata"]["namespace"], cr["metadata"]["name"]), pods)
-        else:
-            started = old.get("startup")
-        if started is not None:
-            status["startup"] = started
-        return status
+        return add_startup(add_weight_cache(status, cr, plan, observed), cr, plan, observed, self.startup)
 
     def _status(self, cr: dict[str, Any], plan: Plan | None, errors: list[str], desired: list[dict[str, Any]],
                 observed: list[dict[str, Any]], states: list[Any], peer_restart: str | None = None,

@@ -28,6 +28,7 @@ from typing import Any
 
 from .. import labels
 from ..observe.startup_log import StartupLog, parse_startup_log
+from ..plan import Plan
 
 LIMIT_BYTES = 1 << 20
 """1 MiB from the log's start: a vLLM 0.33 start-up (DEP8 leader, every rank's lines) writes tens of KB."""
@@ -212,3 +213,19 @@ def startup_status(entries: list[Entry], pods: list[dict[str, Any]]) -> dict[str
     if errors:
         out["errors"] = errors[:MAX_ERRORS]
     return out
+
+
+def add_startup(status: dict[str, Any], cr: dict[str, Any], plan: Plan | None, observed: list[dict[str, Any]],
+                reader: StartupLogs) -> dict[str, Any]:
+    """``status`` with status.startup: the reader told of the pods now, its entries written (kept as
+    they were for an invalid spec); changed in place."""
+    ns, name = cr["metadata"].get("namespace") or "default", cr["metadata"]["name"]
+    if plan is None:
+        started = (cr.get("status") or {}).get("startup")
+    else:
+        pods = [o for o in observed if o.get("kind") == "Pod"]
+        reader.track(ns, name, pods)
+        started = startup_status(reader.entries(ns, name), pods)
+    if started is not None:
+        status["startup"] = started
+    return status

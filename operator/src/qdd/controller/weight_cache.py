@@ -12,14 +12,18 @@ it: each prefetch pod's state (:func:`tray_state`, also put on the pod as the la
 from __future__ import annotations
 
 import json
+import logging
+import os
 from dataclasses import dataclass
 from typing import Any
 
 from .. import labels
 from ..plan import Plan
-from ..plan.weight_cache import CACHE_STATE
+from ..plan.weight_cache import CACHE_STATE, DEFAULT_ROOT, ROOT_PATTERN
 from ..render.weight_cache import PREFETCH_INIT, ROLE, SELECT_INIT
 
+ROOT_ENV = "QDD_WEIGHT_CACHE_ROOT"
+log = logging.getLogger("qdd.weight_cache")
 MAX_TRAYS_LISTED = 64
 """Warm trays named in status (a deployment holds at most 288 engine pods; 64 names are ~1.5 KB)."""
 MAX_REASONS = 8
@@ -140,3 +144,22 @@ def weight_cache_events(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[
         if text not in seen:
             out.append(("Warning", "WeightCacheRefused", f"node-local weight cache refused: {text}"))
     return out
+
+
+def add_weight_cache(status: dict[str, Any], cr: dict[str, Any], plan: Plan | None,
+                     observed: list[dict[str, Any]]) -> dict[str, Any]:
+    """``status`` with status.weightCache (kept as it was for an invalid spec); changed in place."""
+    cache = weight_cache_status(plan, observed) if plan is not None else (cr.get("status") or {}).get("weightCache")
+    if cache is not None:
+        status["weightCache"] = cache
+    return status
+
+
+def weight_cache_root() -> str:
+    """The trays' folder of node-local weight caches: ``QDD_WEIGHT_CACHE_ROOT`` (the chart's
+    ``weightCache.hostPath``) when it is an absolute path without ``..``, else qdd's default."""
+    root = os.environ.get(ROOT_ENV, "") or DEFAULT_ROOT
+    if not ROOT_PATTERN.match(root) or ".." in root.split("/"):
+        log.error("%s=%r is not an absolute path without '..': using %s", ROOT_ENV, root, DEFAULT_ROOT)
+        return DEFAULT_ROOT
+    return root

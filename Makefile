@@ -29,6 +29,8 @@ crds: venv
 	$(PY) -m qdd.cli crd --kind benchmark -o crds/qdd.dev_qwendisaggbenchmarks.yaml
 	$(PY) -m qdd.cli crd --kind rolescale -o crds/qdd.dev_qwendisaggrolescales.yaml
 	cp crds/qdd.dev_qwendisaggdeployments.yaml crds/qdd.dev_qwendisaggbenchmarks.yaml crds/qdd.dev_qwendisaggrolescales.yaml charts/qdd-operator/files/crds/
+	$(PY) -m qdd.cli crd --kind tray-claims-policy -o crds/qdd-tray-claims-policy.yaml
+	cp crds/qdd-tray-claims-policy.yaml charts/qdd-operator/files/
 
 # Lint and the unit tests need only the Python venv: they run while the Go-built control plane
 # (CPU-bound) and the engine venvs (pip, mostly download and disk) install, side by side; then
@@ -108,7 +110,7 @@ image-vllm:
 
 bench-operator: venv
 	bash hack/cluster-up.sh
-	kubectl apply --server-side --force-conflicts -f crds/qdd.dev_qwendisaggdeployments.yaml -f crds/qdd.dev_qwendisaggrolescales.yaml
+	kubectl apply --server-side --force-conflicts -f crds/qdd.dev_qwendisaggdeployments.yaml -f crds/qdd.dev_qwendisaggrolescales.yaml -f crds/qdd-tray-claims-policy.yaml
 	bash hack/operator.sh start
 	$(PY) bench/operator_ready.py
 
@@ -117,7 +119,7 @@ bench-operator: venv
 .PHONY: bench-scale
 bench-scale: venv tools
 	QDD_CLUSTER=$${QDD_SCALE_CLUSTER:-qdd-scale} QDD_RACKS=$${QDD_RACKS:-10} bash hack/cluster-up.sh
-	kubectl apply --server-side --force-conflicts -f crds/qdd.dev_qwendisaggdeployments.yaml -f crds/qdd.dev_qwendisaggrolescales.yaml
+	kubectl apply --server-side --force-conflicts -f crds/qdd.dev_qwendisaggdeployments.yaml -f crds/qdd.dev_qwendisaggrolescales.yaml -f crds/qdd-tray-claims-policy.yaml
 	QDD_CANARY_URL_OVERRIDE=$$(cat .qdd/clusters/$${QDD_SCALE_CLUSTER:-qdd-scale}/fake-canary-router.url) $(PY) bench/scale.py
 
 # Create/delete churn of the five seed examples for an hour (SOAK_MINUTES), RSS per cycle, heap

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from .conftest import REPO, VENV_BIN, Kube, _run_script
+from .conftest import REPO, VENV_BIN, Kube, _run_script, keep_logs
 
 _spec = importlib.util.spec_from_file_location("qdd_sim_objects", REPO / "hack/cluster/objects.py")
 objects = importlib.util.module_from_spec(_spec)
@@ -46,6 +46,7 @@ def racks2():
     k = _cluster("racks", 2, True)
     yield k
     if os.environ.get("QDD_KEEP_CLUSTER") != "1":
+        keep_logs(k.cluster)
         _run_script("cluster-down.sh", k.env, f"cluster-down-{k.cluster}.log", 120)
 
 
@@ -79,7 +80,8 @@ def fillers(k: Kube, ns: str, trays: dict[str, tuple[int, str]]) -> None:
 
 
 def install_crd(k: Kube) -> None:
-    k.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds" / "qdd.dev_qwendisaggdeployments.yaml"))
+    k.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds" / "qdd.dev_qwendisaggdeployments.yaml"),
+              "-f", str(REPO / "crds" / "qdd-tray-claims-policy.yaml"))
     # `kubectl wait` errs when the status has no conditions yet (a CRD applied a moment ago)
     k.wait_for(lambda: any(c["type"] == "Established" and c["status"] == "True" for c in (
         k.get("crd", "qwendisaggdeployments.qdd.dev").get("status") or {}).get("conditions") or []),
@@ -264,6 +266,7 @@ def noapi():
     k = _cluster("noapi", 1, False)
     yield k
     if os.environ.get("QDD_KEEP_CLUSTER") != "1":
+        keep_logs(k.cluster)
         _run_script("cluster-down.sh", k.env, f"cluster-down-{k.cluster}.log", 120)
 
 

@@ -735,14 +735,19 @@ def _reconcile(kube: FakeKube) -> list[tuple[str, str, str]]:
 def test_reconcile_converges_and_then_writes_nothing():
     kube = FakeKube(SEED)
     desired = desired_of(SEED)
-    # first pass: every child applied, the pods of the decode group together; status written once
+    # first pass: every child applied, the pods of the decode group together; status written once;
+    # the tray claims wait for the ComputeDomain's UID (qdd.render.trayclaims.bind_domain)
     writes = _reconcile(kube)
-    assert [w for w in writes if w[0] == "apply"] == [("apply", o["kind"], o["metadata"]["name"]) for o in desired]
+    claims = [("apply", o["kind"], o["metadata"]["name"]) for o in desired if o["kind"] == "ResourceClaim"]
+    assert len(claims) == 2
+    assert [w for w in writes if w[0] == "apply"] == [("apply", o["kind"], o["metadata"]["name"]) for o in desired
+                                                      if o["kind"] != "ResourceClaim"]
     assert [w for w in writes if w[0] != "apply"] == [("patch-status", "QwenDisaggDeployment", NAME)]
     assert cond(kube.cr["status"], "Ready")["status"] == "False"
     assert conds(kube.cr["status"])["ComputeDomainReady"] == ("False", "NotReady")
     # the cluster converges: one pass labels the StatefulSet's new pods with their generation
     # (templates never carry it) and writes the status (and events), then nothing at all
+    assert _reconcile(kube)[:2] == claims  # the next pass (queued 2 s after a write) creates them
     kube.settle()
     assert _reconcile(kube) == [("label", "Pod", f"{NAME}-prefill-{i}") for i in range(4)] + [
         ("patch-status", "QwenDisaggDeployment", NAME), ("event", "Normal", "Ready"),

@@ -134,6 +134,11 @@ Server-side apply is a PATCH; when the object does not exist yet the API server 
 - apiGroups: ["resource.nvidia.com"]
   resources: ["computedomains"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
+# IMEX-channel ResourceClaims shared by the StatefulSet pods of one tray (one per tray, made with the
+# spec of the driver's claim template; docs/placement.md#imex-channels-one-claim-per-tray).
+- apiGroups: ["resource.k8s.io"]
+  resources: ["resourceclaims"]
+  verbs: ["list", "watch", "create", "patch", "delete"]
 # Gang placement in one NVLink domain (Kubernetes Workload API, docs/placement.md): one Workload
 # and its PodGroups per deployment; immutable, so replaced by delete and create.
 - apiGroups: ["scheduling.k8s.io"]

@@ -174,8 +174,13 @@ def cmd_crd(args: argparse.Namespace) -> None:
     from .api.benchmark_crd import benchmark_crd
     from .api.rolescale import role_scale_crd
 
-    made = {"benchmark": benchmark_crd, "rolescale": role_scale_crd}.get(args.kind, crd)()
-    text = yaml.safe_dump(made, sort_keys=False, width=100)
+    if args.kind == "tray-claims-policy":
+        from .render.trayclaims import admission_policy
+
+        text = yaml.safe_dump_all(admission_policy(), sort_keys=False, width=1 << 16)
+    else:
+        made = {"benchmark": benchmark_crd, "rolescale": role_scale_crd}.get(args.kind, crd)()
+        text = yaml.safe_dump(made, sort_keys=False, width=100)
     if args.output:
         Path(args.output).write_text(text)
     else:
@@ -345,9 +350,10 @@ def parser() -> argparse.ArgumentParser:
     r.set_defaults(func=cmd_render)
     c = sub.add_parser("crd", help="print a CustomResourceDefinition")
     c.add_argument("-o", "--output", help="write to this file instead of stdout")
-    c.add_argument("--kind", choices=["deployment", "benchmark", "rolescale"], default="deployment",
+    c.add_argument("--kind", choices=["deployment", "benchmark", "rolescale", "tray-claims-policy"], default="deployment",
                    help="QwenDisaggDeployment (default), QwenDisaggBenchmark or QwenDisaggRoleScale (the per-role "
-                        "scale adapter of spec.autoscaling, docs/autoscaling.md)")
+                        "scale adapter of spec.autoscaling, docs/autoscaling.md); tray-claims-policy: the "
+                        "MutatingAdmissionPolicy that gives StatefulSet pods their tray's IMEX claim (docs/placement.md)")
     c.set_defaults(func=cmd_crd)
     i = sub.add_parser("import-recipe", help="turn srt-slurm recipes into a QwenDisaggDeployment and QwenDisaggBenchmark")
     i.add_argument("recipe", help="a recipe file, or a directory: every *.yaml in it")

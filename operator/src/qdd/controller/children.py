@@ -17,6 +17,7 @@ APPLIED_HASH = f"{labels.GROUP}/applied-hash"
 # admitted only when its Workload exists (the PodGroupWorkloadExists admission plugin).
 MANAGED_KINDS: list[tuple[str, str]] = [
     ("resource.nvidia.com/v1beta1", "ComputeDomain"),
+    ("resource.k8s.io/v1", "ResourceClaim"),
     ("scheduling.k8s.io/v1alpha2", "Workload"),
     ("scheduling.k8s.io/v1alpha2", "PodGroup"),
     ("v1", "ServiceAccount"),

@@ -23,6 +23,7 @@ from ..errors import SpecError
 from ..hashing import content_hash
 from ..plan import Plan, build_plan
 from ..render import render_all
+from ..render.trayclaims import bind_domain
 from . import metrics
 from ..canary import CanaryState
 from ..safetext import safe_value
@@ -357,6 +358,8 @@ class Reconciler:
         workload_replaced = any(kind == "Workload" for _, kind, _ in d.replace)
         todo = [o for o in d.apply if not (o["kind"] == "Pod" and o["metadata"]["name"] not in creatable)
                 and not (o["kind"] == "PodGroup" and workload_replaced)]
+        # A tray claim names its ComputeDomain by UID: created once the ComputeDomain is observed.
+        todo = [b for o in todo if (b := bind_domain(o, observed) if o["kind"] == "ResourceClaim" else o) is not None]
         # Two waves, each applied side by side: a PodGroup needs its Workload first (admission); the
         # rest wait for what they need by themselves (pods for their PodGroup and claim template,
         # the router's ReplicaSet for its ServiceAccount), as they would after any restart.
@@ -366,7 +369,7 @@ class Reconciler:
         if any(key(o) not in have for o in todo) and not kube.confirm_cr(cr):
             log.info("%s/%s: gone or replaced since it was cached: nothing created", namespace, name)
             return None
-        first = {"ComputeDomain", "Workload"}  # the kinds before PodGroup in MANAGED_KINDS
+        first = {"ComputeDomain", "ResourceClaim", "Workload"}  # the kinds before PodGroup in MANAGED_KINDS
         for wave in ([o for o in todo if o["kind"] in first], [o for o in todo if o["kind"] not in first]):
             if not wave:
                 continue

@@ -24,8 +24,10 @@ from .preflight import PreflightOptions, preflight_objects
 from .safe import ENV as _env
 from .safe import load, load_all
 from .tolerations import node_loss_tolerations
+from ..plan.trays import pods_per_tray
+from .trayclaims import pod_affinity, pod_annotations, tray_claims, uses_tray_claims
 
-KIND_ORDER = ["ComputeDomain", "Workload", "PodGroup", "ServiceAccount", "Role", "RoleBinding", "Service",
+KIND_ORDER = ["ComputeDomain", "ResourceClaim", "Workload", "PodGroup", "ServiceAccount", "Role", "RoleBinding", "Service",
               "PodDisruptionBudget", "StatefulSet", "Job", "Pod", "Deployment", "QwenDisaggRoleScale"]
 
 
@@ -67,6 +69,9 @@ def _pod(plan: Plan, role: RolePlan, pod: PodPlan, bare: bool, gang: bool) -> di
         labels.GROUP_ROLE: pod.group_role, **({labels.SLOT: plan.slot} if plan.slot != "a" else {})}
     text = _env.get_template("engine-pod.yaml.j2").render(
         **_ctx(plan, gang), r=role, pod=pod, bare=bare, pod_labels=extra,
+        tray_annotations={} if bare else pod_annotations(plan, role),
+        tray_affinity=None if bare else pod_affinity(plan, role, gang),
+        tray_claim0=names.tray_claim(plan.name, role.role, 0, plan.slot),
         subdomain=names.role_set(plan.name, role.role), cpu=rs.cpu, memory=rs.memory,
         pod_group=pod_group(plan, role.role, pod.endpoint) if gang else None)
     return load(text)
@@ -77,7 +82,9 @@ def _role_objects(plan: Plan, role: RolePlan, gang: bool) -> list[dict[str, Any]
     out = load_all(_env.get_template("service-headless.yaml.j2").render(
         **_ctx(plan, gang), name=name, role=role.role))
     if role.endpoints > 1:
-        out += load_all(_env.get_template("pdb.yaml.j2").render(**_ctx(plan, gang), name=name, role=role.role))
+        out += load_all(_env.get_template("pdb.yaml.j2").render(
+            **_ctx(plan, gang), name=name, role=role.role,
+            max_unavailable=pods_per_tray(plan, role) if uses_tray_claims(plan, role) else 1))
     if role.uses_statefulset:
         template = _pod(plan, role, role.pods[0], bare=False, gang=gang)
         text = _env.get_template("statefulset.yaml.j2").render(
@@ -85,7 +92,7 @@ def _role_objects(plan: Plan, role: RolePlan, gang: bool) -> list[dict[str, Any]
             pod_template=template, slot_labels=slot_labels(plan),
             slot_selector={labels.SLOT: plan.slot} if plan.slot != "a" else {})
         out += load_all(text)
-        return out
+        return out + tray_claims(plan, role)
     for ep in range(role.endpoints):
         group = [p for p in role.pods if p.endpoint == ep]
         pods = [_pod(plan, role, p, bare=True, gang=gang) for p in group]

@@ -115,21 +115,27 @@ bench-operator: venv
 	$(PY) bench/operator_ready.py
 
 # 10 simulated GB200 NVL72 racks, 30 seed-mix deployments at once: operator vs the kubectl floor,
-# RSS, writes, reconcile p50/p99, idle CPU (bench/README.md). Its own cluster (QDD_SCALE_CLUSTER).
+# RSS, writes, reconcile p50/p99, idle CPU (bench/README.md). Its own cluster (QDD_SCALE_CLUSTER),
+# brought down at the end unless QDD_KEEP_CLUSTER=1; SCALE_ARGS go to bench/scale.py.
 .PHONY: bench-scale
 bench-scale: venv tools
 	QDD_CLUSTER=$${QDD_SCALE_CLUSTER:-qdd-scale} QDD_RACKS=$${QDD_RACKS:-10} bash hack/cluster-up.sh
 	kubectl apply --server-side --force-conflicts -f crds/qdd.dev_qwendisaggdeployments.yaml -f crds/qdd.dev_qwendisaggrolescales.yaml -f crds/qdd-tray-claims-policy.yaml
-	QDD_CANARY_URL_OVERRIDE=$$(cat .qdd/clusters/$${QDD_SCALE_CLUSTER:-qdd-scale}/fake-canary-router.url) $(PY) bench/scale.py
+	QDD_CANARY_URL_OVERRIDE=$$(cat .qdd/clusters/$${QDD_SCALE_CLUSTER:-qdd-scale}/fake-canary-router.url) $(PY) bench/scale.py \
+	  $${SCALE_ARGS:-}; rc=$$?; [ "$${QDD_KEEP_CLUSTER:-0}" = 1 ] || QDD_CLUSTER=$${QDD_SCALE_CLUSTER:-qdd-scale} \
+	  bash hack/cluster-down.sh; exit $$rc
 
 # Create/delete churn of the five seed examples for an hour (SOAK_MINUTES), RSS per cycle, heap
-# snapshots diffed between the tenth and the last cycle (bench/soak.py). Its own cluster (QDD_SOAK_CLUSTER).
+# snapshots diffed between the tenth and the last cycle (bench/soak.py). Its own cluster (QDD_SOAK_CLUSTER),
+# brought down at the end unless QDD_KEEP_CLUSTER=1; SOAK_ARGS go to bench/soak.py.
 .PHONY: bench-soak
 bench-soak: venv tools
 	QDD_CLUSTER=$${QDD_SOAK_CLUSTER:-qdd-soak} QDD_RACKS=$${QDD_RACKS:-2} bash hack/cluster-up.sh
 	kubectl apply --server-side --force-conflicts -f crds/qdd.dev_qwendisaggdeployments.yaml -f crds/qdd.dev_qwendisaggrolescales.yaml
 	QDD_CANARY_URL_OVERRIDE=$$(cat .qdd/clusters/$${QDD_SOAK_CLUSTER:-qdd-soak}/fake-canary-router.url) $(PY) bench/soak.py \
-	  --minutes $${SOAK_MINUTES:-60} --label $${SOAK_LABEL:-run} $${SOAK_OUT:+--out $$SOAK_OUT}
+	  --minutes $${SOAK_MINUTES:-60} --label $${SOAK_LABEL:-run} $${SOAK_OUT:+--out $$SOAK_OUT} $${SOAK_ARGS:-}; \
+	  rc=$$?; [ "$${QDD_KEEP_CLUSTER:-0}" = 1 ] || QDD_CLUSTER=$${QDD_SOAK_CLUSTER:-qdd-soak} bash hack/cluster-down.sh; \
+	  exit $$rc
 
 # The engine-metrics reader's cost at 200 engine pods (CPU per period, bytes, memory); no cluster:
 # the pods' /metrics come from the engine test double in another process (bench/observe_scale.py).

@@ -29,6 +29,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections import defaultdict
@@ -87,25 +88,110 @@ def fresh_namespace() -> None:
     wait(lambda: kubectl("get", "sa", "default", "-n", NS, "--ignore-not-found", "-o", "name").strip(), 60, 0.2)
 
 
-def all_running(want: int) -> bool:
+def pod_ready(p: dict[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in (p.get("status") or {}).get("conditions") or [])
+
+
+def all_running(want: int, ready: bool = False) -> bool:
     pods = engine_pods()
-    return len(pods) == want and all(p["spec"].get("nodeName") and p["status"].get("phase") == "Running" for p in pods)
+    return len(pods) == want and all(p["spec"].get("nodeName") and p["status"].get("phase") == "Running"
+                                     and (not ready or pod_ready(p)) for p in pods)
 
 
-def floor(items: list[dict[str, Any]], timeout: float, placement: str = "gang") -> tuple[float, bool]:
+def floor(items: list[dict[str, Any]], timeout: float, placement: str = "gang") -> tuple[float, float, bool]:
+    """(seconds until every engine pod is Running, until every one is also Ready, both reached). Ready is
+    what the operator's Ready waits for: the engine serves (kwok plays the start-up phases,
+    hack/cluster/engine_stages.py), which comes after Running."""
     fresh_namespace()
     text = subprocess.run([QDD, "render", "-f", "-", "--placement", placement], input=yaml.safe_dump_all(items),
                           capture_output=True, text=True, check=True).stdout
+    want = expected_engine_pods(items)
     t0 = time.perf_counter()
     kubectl("apply", "-f", "-", input=text, timeout=600)
-    _, ok = wait(lambda: all_running(expected_engine_pods(items)), timeout)
-    return time.perf_counter() - t0, bool(ok)
+    _, ok = wait(lambda: all_running(want), timeout)
+    running = time.perf_counter() - t0
+    _, ok_ready = wait(lambda: all_running(want, ready=True), max(0.0, timeout - running))
+    return running, time.perf_counter() - t0, bool(ok and ok_ready)
 
 
 def ready_count() -> int:
     objs = json.loads(kubectl("get", "qdd", "-n", NS, "-o", "json"))["items"]
     return sum(1 for o in objs if any(c["type"] == "Ready" and c["status"] == "True"
                                       for c in (o.get("status") or {}).get("conditions") or []))
+
+
+def load() -> str:
+    """The machine's load average (1, 5, 15 min): the control plane, kwok and the operator share its cores."""
+    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def _changed(old: Any, new: Any, path: str) -> list[str]:
+    """Paths where ``new`` differs from ``old``: a condition by its type, a field by its name, two levels
+    deep (``status.prefill.readyEndpoints``); lastTransitionTime alone is no change."""
+    if isinstance(old, dict) and isinstance(new, dict) and path.count(".") < 2:
+        return [p for k in sorted(set(old) | set(new)) for p in _changed(old.get(k), new.get(k), f"{path}.{k}")]
+    if path.endswith(".conditions") and isinstance(new, list):
+        def by_type(cs: Any) -> dict[str, Any]:
+            return {c.get("type"): {k: v for k, v in c.items() if k != "lastTransitionTime"} for c in cs or []}
+        o, n = by_type(old), by_type(new)
+        return [f"{path}[{t}]" for t in sorted(set(o) | set(n), key=str) if o.get(t) != n.get(t)]
+    return [] if old == new else [path]
+
+
+class StatusWatch:
+    """``kubectl get qdd -w -o json`` in the background: every stored change of a custom resource, by
+    what it changed (status fields, conditions by type, the metadata kopf writes), counted per path.
+    Which writes a deployment's convergence made, and why, without an audit log."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen([KUBECTL, "get", "qdd", "-n", NS, "-w", "--output-watch-events", "-o", "json"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.last: dict[str, dict[str, Any]] = {}
+        self.counts: dict[str, int] = defaultdict(int)
+        self.updates = 0
+        self.trace: list[str] = []
+        """The first deployment's changes, one line each: seconds, paths, the Ready condition's message."""
+        self._t0 = time.monotonic()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:  # type: ignore[union-attr]
+            if not line.strip():
+                continue
+            ev = json.loads(line)  # kubectl writes one watch event per line
+            obj = ev.get("object") or {}
+            name = obj.get("metadata", {}).get("name")
+            before = self.last.get(name)
+            self.last[name] = obj
+            if before is None or ev.get("type") != "MODIFIED":
+                continue
+            self.updates += 1
+            meta = lambda o: {k: o["metadata"].get(k) for k in ("annotations", "finalizers", "labels")}  # noqa: E731
+            paths = _changed(before.get("status"), obj.get("status"), "status") + _changed(
+                meta(before), meta(obj), "metadata")
+            for p in paths:
+                self.counts[p] += 1
+            if name == "mix-00":
+                ready = next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), {})
+                self.trace.append(f"{time.monotonic() - self._t0:7.1f} s  {' '.join(paths)}  | Ready {ready.get('status')} "
+                                  f"{ready.get('reason')}: {ready.get('message')}")
+
+    def report(self, deployments: int) -> str:
+        self.proc.terminate()
+        top = sorted(self.counts.items(), key=lambda kv: -kv[1])
+        return (f"{self.updates} stored changes of the custom resources ({self.updates / deployments:.1f} per "
+                f"deployment); fields changed: " + ", ".join(f"{p} {n}" for p, n in top[:25]))
+
+
+def events_by_reason() -> str:
+    """The operator's Events in the namespace, by type and reason."""
+    items = json.loads(kubectl("get", "events", "-n", NS, "-o", "json"))["items"]
+    n: dict[str, int] = defaultdict(int)
+    for e in items:
+        if (e.get("source") or {}).get("component") == "qdd-operator" or e.get("reportingComponent") == "qdd-operator":
+            n[f"{e.get('type')} {e.get('reason')}"] += e.get("count") or 1
+    return ", ".join(f"{k}: {v}" for k, v in sorted(n.items(), key=lambda kv: -kv[1])) or "none"
 
 
 def metrics(port: int) -> str:
@@ -210,7 +296,7 @@ def whole_deployments() -> tuple[int, int]:
 
 def affinity_floor(items: list[dict[str, Any]], settle: float) -> None:
     """Today's path for comparison: the same objects with the pod affinity on the clique, no gang."""
-    t, ok = floor(items, settle, "affinity")
+    t, _, ok = floor(items, settle, "affinity")
     whole, bound = whole_deployments()
     split, over = check_placement()
     print(f"affinity path (qdd render --placement affinity + kubectl apply): {whole}/{len(items)} deployments whole, "
@@ -247,16 +333,21 @@ def main() -> int:
     a = ap.parse_args()
     items = crs(a.deployments)
     gpus = sum(2 * c["spec"]["prefill"]["endpoints"] + 8 for c in items)
-    print(f"{a.deployments} deployments, {gpus} GPUs asked, {expected_engine_pods(items)} engine pods", flush=True)
+    commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True, cwd=ROOT).stdout
+    print(f"bench-scale: commit {commit.strip()}, {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}, "
+          f"{' '.join(sys.argv[1:]) or 'default arguments'}", flush=True)
+    print(f"{a.deployments} deployments, {gpus} GPUs asked, {expected_engine_pods(items)} engine pods; {load()}, "
+          f"{os.cpu_count()} CPUs", flush=True)
 
     if a.affinity_floor > 0:
         affinity_floor(items, a.affinity_floor)
     t_floor = float("nan")
     if not a.skip_floor:
-        t_floor, floor_ok = floor(items, a.timeout)
+        t_running, t_floor, floor_ok = floor(items, a.timeout)
         floor_split, floor_over = check_placement()
-        print(f"floor (qdd render + kubectl apply, no operator): {t_floor:.1f} s, all Running: {floor_ok}, "
-              f"split across cliques: {floor_split}, over-booked nodes: {floor_over}", flush=True)
+        print(f"floor (qdd render + kubectl apply, no operator): every engine pod Running in {t_running:.1f} s, "
+              f"Ready (serving) in {t_floor:.1f} s, all reached: {floor_ok}, "
+              f"split across cliques: {floor_split}, over-booked nodes: {floor_over}; {load()} at its end", flush=True)
         n, g, c = trays_used()
         print(f"  trays used: {n} ({g} GPUs) for {gpus} GPUs asked, {c} IMEX-channel claims", flush=True)
 
@@ -265,6 +356,8 @@ def main() -> int:
     try:
         m0 = metrics(a.metrics_port)
         c0, _ = proc(op.pid)
+        watch = StatusWatch()
+        print(f"operator run starts: {load()}", flush=True)
         t0 = time.perf_counter()
         kubectl("apply", "-f", "-", input=yaml.safe_dump_all(items), timeout=600)
         _, done = wait(lambda: ready_count() == len(items), a.timeout)
@@ -276,7 +369,7 @@ def main() -> int:
         writes = metric_sum(m1, "qdd_api_writes_total") - metric_sum(m0, "qdd_api_writes_total")
         reconciles = metric_sum(m1, "qdd_reconcile_duration_seconds_count")
         print(f"operator: {ready}/{len(items)} Ready in {took:.1f} s (x{took / t_floor:.2f} the floor); "
-              f"split across cliques: {split}, over-booked nodes: {over}")
+              f"split across cliques: {split}, over-booked nodes: {over}; {load()} at its end")
         n, g, c = trays_used()
         print(f"  trays used: {n} ({g} GPUs) for {gpus} GPUs asked, {c} IMEX-channel claims", flush=True)
         print(f"  API writes: {writes:.0f} ({writes / len(items):.1f} per deployment); reconciles: {reconciles:.0f}, "
@@ -284,6 +377,9 @@ def main() -> int:
               f"p99 {quantile(m1, 'qdd_reconcile_duration_seconds', 0.99) * 1000:.0f} ms; operator CPU {c1 - c0:.1f} s "
               f"({1000 * (c1 - c0) / max(reconciles, 1):.0f} ms per reconcile, kopf's watch streams included)", flush=True)
         print(f"  API writes by verb and kind: {delta(m0, m1, 'qdd_api_writes_total')}", flush=True)
+        print(f"  custom resources: {watch.report(len(items))}", flush=True)
+        (ROOT / ".qdd" / "bench-scale-status-trace.txt").write_text("\n".join(watch.trace) + "\n")
+        print(f"  the operator's events: {events_by_reason()}", flush=True)
         print("  reconcile steps p50 / p99 (qdd_reconcile_step_seconds): " + ", ".join(
             f"{step} {quantile(m1, 'qdd_reconcile_step_seconds', 0.5, step) * 1000:.0f} / "
             f"{quantile(m1, 'qdd_reconcile_step_seconds', 0.99, step) * 1000:.0f} ms"
@@ -299,7 +395,7 @@ def main() -> int:
         busy = metric_sum(i1, "qdd_reconcile_duration_seconds_sum") - metric_sum(i0, "qdd_reconcile_duration_seconds_sum")
         print(f"  steady state ({a.idle_seconds:.0f} s after convergence): CPU {100 * (cpu1 - cpu0) / a.idle_seconds:.2f}% "
               f"of one core ({cpu1 - cpu0:.1f} s), API writes {w:.0f}, reconciles {passes:.0f} "
-              f"({1000 * busy / max(passes, 1):.0f} ms mean); peak RSS {hwm:.0f} MiB")
+              f"({1000 * busy / max(passes, 1):.0f} ms mean); peak RSS {hwm:.0f} MiB; {load()}")
         print(f"  reconcile triggers while converging: {triggers(m0, m1)}")
         print(f"  reconcile triggers in the steady state: {triggers(i0, i1)}", flush=True)
         return 0 if done else 1

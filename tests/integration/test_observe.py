@@ -88,6 +88,8 @@ def test_healthy_soak_then_each_condition_raised_and_cleared_with_events(kube: K
 
     # The soak: healthy engines, nothing may be raised; sampled every period.
     samples, raised, start = 0, [], time.monotonic()
+    writes0 = observed_operator.counter("qdd_api_writes_total")
+    status0 = observed_operator.counter("qdd_api_writes_total", verb="patch-status")
     while time.monotonic() - start < SOAK_S:
         o = kube.get("qdd", name, namespace)
         raised += [(t, s) for t, s in _serving(o).items() if s[0] != "False"]
@@ -103,6 +105,8 @@ def test_healthy_soak_then_each_condition_raised_and_cleared_with_events(kube: K
             "operator_reads": {r: observed_operator.counter("qdd_engine_metrics_reads_total", result=r)
                                for r in ("ok", "error", "limit")},
             "api_writes": observed_operator.counter("qdd_api_writes_total"),
+            "api_writes_during_soak": observed_operator.counter("qdd_api_writes_total") - writes0,
+            "status_patches_during_soak": observed_operator.counter("qdd_api_writes_total", verb="patch-status") - status0,
             "python": sys.version.split()[0]}, indent=2) + "\n")
     assert raised == [] and warnings == []
 

@@ -140,3 +140,49 @@ def test_down_is_unknown_and_counters_never_go_back():
         for ea, eb in zip(a.engines, b.engines, strict=True):
             assert eb.generation_tokens >= ea.generation_tokens and eb.itl.count >= ea.itl.count
             assert not math.isnan(eb.kv_cache_usage)
+
+
+def test_a_healthy_deployment_status_is_written_at_most_every_four_periods_not_every_pass():
+    """The real Reconciler and Observer over 10 simulated minutes of the double's healthy engines, a
+    pass after every read (``make soak-observe`` ran 147 writes in its 10 minutes: the serving
+    conditions' messages count what the window saw, so every 5 s pass wrote the status)."""
+    from qdd.controller.observer import Observer
+    from qdd.controller.reconcile import Reconciler
+
+    from .controller_world import cr_of
+    from .test_controller_status import NAME, FakeKube, router_canary
+
+    clock = Clock()
+    double = fem.Double(lambda ns: {}, clock)
+
+    def read(url: str, pod: str, role: str, endpoint: int, bounds: object) -> PodRead:
+        body = double.metrics("default", role, pod)[1]
+        samples, n = parse_text(body.decode())
+        return PodRead(pod, role, endpoint, clock.t, engines_of(samples), None, len(body), n)
+
+    cr = cr_of(mutate=lambda c: c["spec"].update(observe={"periodSeconds": 5, "windowSeconds": 20}))
+    kube = FakeKube(cr)
+    r = Reconciler(kube, gang=True, canary=router_canary(),  # type: ignore[arg-type]
+                   observer=Observer(read=read, workers=0, override="u/{pod}", clock=clock))
+    for _ in range(3):
+        r.once("default", NAME)
+        kube.settle()
+    for (kind, _), o in kube.objs.items():
+        if kind == "Pod":
+            o["status"]["podIP"] = "10.0.0.1"
+    for _ in range(6):  # a window of reads
+        clock.t += 5
+        r.observer.read_due()
+        r.once("default", NAME)
+    kube.take()
+    for i in range(120):  # 10 minutes, a pass after every read; reads a little early or late, as on a cluster
+        clock.t += 5 + (0.9, -0.6, 0.3, -0.8, 0.2)[i % 5]
+        r.observer.read_due()
+        r.once("default", NAME)
+    writes = [w for w in kube.take() if w[0] == "patch-status"]
+    status = kube.cr["status"]
+    assert {c["type"]: c["status"] for c in status["conditions"] if c["type"] in (
+        "KVTransferFailing", "KVLeaseExpiring", "KVCacheSaturated", "RequestsQueueing", "EngineStalled")} == dict.fromkeys(
+        ("KVTransferFailing", "KVLeaseExpiring", "KVCacheSaturated", "RequestsQueueing", "EngineStalled"), "False")
+    assert status["serving"]["decode"]["engines"] == 8 and status["serving"]["decode"]["generationTokensPerSecond"] > 0
+    assert 120 // 5 - 1 <= len(writes) <= 120 // 4 + 1, len(writes)  # the values, every 4 periods (20 s of reads)

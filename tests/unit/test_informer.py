@@ -96,6 +96,21 @@ def test_watch_events_are_stored_before_the_operator_is_told():
     assert seen == [["a"], []]
 
 
+def test_a_pod_event_that_changes_only_its_annotations_is_stored_and_asks_for_no_pass():
+    c, rec, _ = cache_with()
+    c.apply_event("ADDED", obj("Pod", "a", 1, annotations={"engine.sim.qdd.dev/phase": "weights"}))
+    c.apply_event("MODIFIED", obj("Pod", "a", 2, annotations={"engine.sim.qdd.dev/phase": "compile"}))
+    assert c.children("team", "seed")[0]["metadata"]["annotations"] == {"engine.sim.qdd.dev/phase": "compile"}
+    ready = obj("Pod", "a", 3, annotations={"engine.sim.qdd.dev/phase": "compile"})
+    ready["status"] = {"phase": "Running"}
+    c.apply_event("MODIFIED", ready)  # a change a pass reads (its status, labels, spec) is reported
+    # another kind's annotations are read (the router's serving generation): reported
+    c.apply_event("ADDED", obj("Deployment", "r", 4, annotations={"x": "1"}))
+    c.apply_event("MODIFIED", obj("Deployment", "r", 5, annotations={"x": "2"}))
+    assert rec.events == [("ADDED", "Pod", "a"), ("MODIFIED", "Pod", "a"), ("ADDED", "Deployment", "r"),
+                          ("MODIFIED", "Deployment", "r")]
+
+
 def test_answers_to_our_writes_are_seen_unless_the_watch_knows_better():
     c, rec, _ = cache_with()
     c.observe(obj("Pod", "a", 10))  # our apply's answer: the next pass sees it, nobody is told
@@ -186,7 +201,7 @@ def test_informer_lists_watches_from_the_lists_version_and_lists_again_on_410():
     listed = {"metadata": {"resourceVersion": "5"}, "items": [{k: v for k, v in pod.items() if k not in ("kind", "apiVersion")}]}
     api = FakeApi([
         FakeResponse(200, json.dumps(listed).encode()),
-        FakeResponse(200, chunks=lines({"type": "MODIFIED", "object": obj("Pod", "a", 7)},
+        FakeResponse(200, chunks=lines({"type": "MODIFIED", "object": {**obj("Pod", "a", 7), "status": {"phase": "Running"}}},
                                        {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "9"}}})),
         FakeResponse(200, chunks=lines({"type": "ERROR", "object": {"code": 410, "message": "too old"}})),
         FakeResponse(200, json.dumps({"metadata": {"resourceVersion": "20"}, "items": []}).encode()),

@@ -59,6 +59,26 @@ def test_counter_increase_across_a_restart_and_histogram_quantile_as_promql():
     assert quantile(0.99, hist(0, 0, 1, 10)) == 1.0  # in +Inf: the highest finite bound
 
 
+def test_histogram_increase_bucket_by_bucket_across_a_restart_and_a_change_of_bounds():
+    # Same bounds in every read (the path the reader takes): a restart counts what came after it.
+    h = histogram_increase([hist(1, 2, 3, 3, total=1.0), hist(5, 8, 9, 9, total=2.0), hist(1, 1, 2, 2, total=0.5)])
+    assert h.buckets == ((0.01, 4 + 1), (0.1, 6 + 1), (1.0, 6 + 2), (math.inf, 6 + 2))
+    assert (h.total, h.count) == (1.0 + 0.5, 6 + 2)
+    # The bounds changed between reads (a new engine build): every bound, a missing one read as 0.
+    other = Histogram(((0.05, 4), (math.inf, 6)), 1.0, 6)
+    h = histogram_increase([hist(1, 2, 3, 3), other])
+    assert h.buckets == ((0.01, 0), (0.05, 4), (0.1, 0), (1.0, 0), (math.inf, 6 - 3))
+
+
+def test_histogram_is_immutable_and_compares_by_value():
+    a, b = hist(1, 2, 3, 3, total=1.5), hist(1, 2, 3, 3, total=1.5)
+    assert a == b and hash(a) == hash(b) and a != hist(1, 2, 3, 4, total=1.5)
+    assert a.bounds is b.bounds  # one tuple of bounds for every histogram that has them
+    assert list(a.counts) == [1, 2, 3, 3] and a.buckets[2] == (1.0, 3.0)
+    with pytest.raises(AttributeError):
+        a.total = 2.0  # type: ignore[misc]
+
+
 def test_healthy_deployment_raises_nothing_and_reports_rates_and_percentiles():
     reads = {"p-0": steady("p-0", "prefill"), "d-0": steady("d-0", "decode")}
     j = judge(reads, T, W, NOW, generation=3)

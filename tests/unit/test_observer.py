@@ -15,10 +15,13 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from qdd.api.observe import ObserveSpec
-from qdd.controller.engine_metrics import Bounds, prometheus_query, read_pod, read_prometheus
+from prometheus_client.parser import text_string_to_metric_families
+
+from qdd.controller.engine_metrics import Bounds, SeriesCache, parse_text, prometheus_query, read_pod, read_prometheus
 from qdd.controller.observer import Observer, serving_pods
-from qdd.controller.serving import add_serving, serving_events
+from qdd.controller.serving import add_serving, kept_serving, serving_events
 from qdd.observe import EngineRead, PodRead
+from qdd.observe.metrics import EXPOSED
 
 from .controller_world import cr_of, plan_of
 
@@ -79,6 +82,27 @@ def test_read_pod_parses_the_engines_and_keeps_only_the_series_read(server):
     assert r.engines[1].running == 3 and r.engines[1].generation_tokens == 42.0
     assert r.engines[0].ttft.count == 1 and r.engines[0].ttft.buckets[0] == (0.1, 1.0)
     assert r.bytes == len(server.reply[1]) and r.series > 3 * 4
+
+
+def test_series_cache_parses_each_series_once_as_prometheus_client_does_and_reads_every_value():
+    cache = SeriesCache()
+    first = vllm_text(engines=2, tokens=10.0).decode()
+    wanted = [(s.name, s.labels, s.value) for f in text_string_to_metric_families(first) for s in f.samples
+              if s.name in EXPOSED]
+    got, n = parse_text(first, cache=cache)
+    assert [(name, dict(lab), v) for name, lab, v in got] == wanted and len(cache) == len(wanted)
+    again, _ = parse_text(vllm_text(engines=2, tokens=25.0).decode(), cache=cache)  # values moved, series did not
+    assert len(cache) == len(wanted)
+    tokens = [v for name, lab, v in again if name == "vllm:generation_tokens_total"]
+    assert tokens == [25.0, 25.0]
+    assert n == sum(len(f.samples) for f in text_string_to_metric_families(first))
+    # A value prometheus-client refuses is refused from the cache too; a full cache starts again.
+    running = next(line for line in first.splitlines() if line.startswith("vllm:num_requests_running{"))
+    with pytest.raises(ValueError, match="1_0"):
+        parse_text(running.rsplit(" ", 1)[0] + " 1_0\n", cache=cache)
+    small = SeriesCache(max_size=2)
+    parse_text(first, cache=small)
+    assert len(small) <= 2
 
 
 @pytest.mark.parametrize(("reply", "bounds", "error"), [
@@ -207,3 +231,24 @@ def test_the_status_part_and_the_events_of_transitions():
     assert serving_events(raised, raised) == []
     assert serving_events(raised, healthy) == [("Normal", "LeasesHeld", "KVLeaseExpiring cleared: ok")]
     assert serving_events(unknown, healthy) == [] and serving_events({}, unknown) == []
+
+
+def test_serving_values_alone_are_written_at_most_every_four_periods():
+    role = {"engines": 8, "pods": 1, "running": 4, "generationTokensPerSecond": 10.0}
+    old = {"source": "pods", "windowSeconds": 300, "observedTime": "2030-01-01T00:00:00Z", "prefill": role,
+           "decode": role}
+
+    def at(t: str, **changes: object) -> dict:
+        return {**old, "observedTime": t, "decode": {**role, **changes}}
+    # Only the newest read's time moved: nothing to write, however long since.
+    assert kept_serving(old, at("2030-01-01T01:00:00Z"), 15) is old
+    # Moving values: kept for 4 periods (60 s at 15 s), written after.
+    assert kept_serving(old, at("2030-01-01T00:00:59Z", generationTokensPerSecond=12.0), 15) is old
+    new = at("2030-01-01T00:01:00Z", generationTokensPerSecond=12.0)
+    assert kept_serving(old, new, 15) is new
+    # What was read changed (pods, engines, errors, source): written at once.
+    for changed in (at("2030-01-01T00:00:15Z", engines=7), {**at("2030-01-01T00:00:15Z"), "errors": ["p: HTTP 503"]},
+                    {**at("2030-01-01T00:00:15Z"), "source": "http://prometheus:9090"},
+                    at("2030-01-01T00:00:15Z", promptTokensPerSecond=1.0)):
+        assert kept_serving(old, changed, 15) is changed
+    assert kept_serving(None, new, 15) is new

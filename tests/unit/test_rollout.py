@@ -6,9 +6,11 @@ and no object of a third generation or of a deleted slot is left at the end."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from qdd import labels
+from qdd.controller.children import APPLIED_HASH
 from qdd.controller.reconcile import Reconciler
 from qdd.controller.rollout import decide, parse_serving, slot_of
 
@@ -207,6 +209,34 @@ def test_objects_made_before_generations_are_adopted_without_a_restart():
         <= labelled
     assert all(kube.objs[("Pod", p)]["metadata"]["labels"][labels.GENERATION] == gen for p in labelled)
     assert {k: o["metadata"].get("uid") for k, o in kube.objs.items() if k[0] == "Pod" and k in uids} == uids
+
+
+def test_a_statefulset_whose_template_lacks_the_generation_keeps_its_template_and_its_pods_are_labelled():
+    """Injected: the prefill StatefulSet and its pods as the operator before this one left them (the
+    generation on the StatefulSet, not in its template, nor on its pods)."""
+    kube, gen = _up()
+    sts = kube.objs[("StatefulSet", f"{NAME}-prefill")]
+    template = sts["spec"]["template"]
+    template["metadata"]["labels"].pop(labels.GENERATION)
+    sts["metadata"]["annotations"][APPLIED_HASH] = "before-this-operator"
+    for k, o in kube.objs.items():
+        if k[0] == "Pod" and k[1].startswith(f"{NAME}-prefill-"):
+            o["metadata"]["labels"].pop(labels.GENERATION)
+    before = copy.deepcopy(template)
+    writes = _pass(kube)
+    # applied once (its hash), its template as it was: no prefill engine rolls; the pods get the label
+    assert ("apply", "StatefulSet", f"{NAME}-prefill") in writes
+    assert kube.objs[("StatefulSet", f"{NAME}-prefill")]["spec"]["template"] == before
+    assert {w[2] for w in writes if w[0] == "label"} == {f"{NAME}-prefill-{i}" for i in range(4)}
+    assert all(kube.objs[("Pod", f"{NAME}-prefill-{i}")]["metadata"]["labels"][labels.GENERATION] == gen
+               for i in range(4))
+    kube.settle()
+    assert [w for w in _pass(kube) if w[0] in ("apply", "label", "delete")] == []
+    # a StatefulSet created now carries it in its template (its pods need no label patch)
+    fresh = FakeKube(cr_of())
+    _pass(fresh)
+    assert fresh.objs[("StatefulSet", f"{NAME}-prefill")]["spec"]["template"]["metadata"]["labels"][
+        labels.GENERATION] == plan_of(cr_of()).generation
 
 
 def test_decide_reads_the_state_back_from_the_cluster():

@@ -2,9 +2,9 @@
 
 Every read is bounded: ``timeout_s`` (connect to last byte), ``max_bytes`` (what is read of the
 body; beyond it the read is refused as over the limit, not truncated and half-parsed) and
-``max_series`` (samples parsed). Parsing is prometheus-client's own text parser
-(``prometheus_client.parser.text_string_to_metric_families``); only the series qdd reads
-(qdd.observe.metrics) are kept. Used from the observer's threads (qdd.controller.observer), never
+``max_series`` (sample lines). Parsing is prometheus-client's own text parser
+(``prometheus_client.parser.text_string_to_metric_families``), once per series text
+(:class:`SeriesCache`); only the series qdd reads (qdd.observe.metrics) are parsed and kept. Used from the observer's threads (qdd.controller.observer), never
 inside a reconcile pass.
 """
 
@@ -80,43 +80,73 @@ def _get(url: str, b: Bounds, accept: str = "text/plain") -> bytes:
     return asyncio.run(_fetch(url, b, accept))
 
 
-_FAMILIES = frozenset(EXPOSED) | frozenset(n.removesuffix("_total") for n in EXPOSED)
-"""Names a ``# HELP``/``# TYPE`` line of a family qdd reads may carry (counters with and without _total)."""
+SERIES_CACHE_MAX = 100_000
+"""Series texts whose parse is kept (:class:`SeriesCache`): the distinct series of every model and
+engine rank the operator reads (about 1,000 for a DEP8 leader's families read, the same texts on
+every pod of a model), many times over; beyond it the cache starts again empty."""
 
 
-def _wanted(text: str, max_series: int) -> tuple[str, int]:
-    """(the lines of the families qdd reads, every sample line counted); OverLimit beyond
-    ``max_series``. A sample's name ends at ``{`` or the first space; a family's metadata line names
-    it third. The other families never reach the parser: a DEP8 leader's body is 3,600 lines, of
-    which qdd reads a quarter, and parsing is the reader's main cost (bench/results/observe-scale.json)."""
-    kept, n = [], 0
-    for line in text.splitlines():
-        if not line:
-            continue
-        if line[0] == "#":
-            parts = line.split(" ", 3)
-            if len(parts) > 2 and parts[2] in _FAMILIES:
-                kept.append(line)
+class SeriesCache:
+    """A series' text (a sample line up to its value: name and labels) → (sample name, labels) as
+    prometheus-client's parser reads it. An engine exposes the same series on every read, only their
+    values change, so the parser runs once per series the operator has not seen before, and each
+    later read splits the line at its value and looks the series up. prometheus-client's parser
+    reads labels a character at a time: parsing every kept line on every read was 85 % of the
+    reader's CPU (cProfile, ``make bench-observe``, bench/README.md). The labels are shared between
+    reads: never mutate them. Thread-safe (one dict, atomic operations)."""
+
+    def __init__(self, max_size: int = SERIES_CACHE_MAX):
+        self.max_size = max_size
+        self._parsed: dict[str, tuple[str, dict[str, str]]] = {}
+
+    def __len__(self) -> int:
+        return len(self._parsed)
+
+    def sample(self, line: str) -> Sample:
+        """The line's (name, labels, value); ValueError for a line the parser refuses."""
+        close = line.rfind("}")
+        if close >= 0:
+            series, rest = line[:close + 1], line[close + 1:]
+        else:
+            series, _, rest = line.partition(" ")
+        known = self._parsed.get(series)
+        if known is None:
+            parsed = [s for fam in text_string_to_metric_families(line + "\n") for s in fam.samples]
+            if len(parsed) != 1:
+                raise ValueError(f"not one sample: {line[:200]!r}")
+            if len(self._parsed) >= self.max_size:
+                self._parsed.clear()
+            self._parsed[series] = (parsed[0].name, parsed[0].labels)
+            return parsed[0].name, parsed[0].labels, float(parsed[0].value)
+        value = rest.split(None, 1)[0] if rest.strip() else rest
+        if "_" in value:  # float() takes "1_0"; prometheus-client's parser does not
+            raise ValueError(f"invalid value: {value!r}")
+        return known[0], known[1], float(value)
+
+
+_SERIES = SeriesCache()
+
+
+def parse_text(text: str, max_series: int = DEFAULT_MAX_SERIES,
+               cache: SeriesCache | None = None) -> tuple[list[Sample], int]:
+    """(the samples qdd reads, every sample line of the body) of a Prometheus text exposition;
+    OverLimit beyond ``max_series`` sample lines. A sample's name ends at ``{`` or the first space:
+    only the lines of the series qdd reads (a quarter of a DEP8 leader's 3,600 lines) are parsed,
+    by prometheus-client's parser through ``cache`` (default: the process's :class:`SeriesCache`)."""
+    cache = _SERIES if cache is None else cache
+    kept: list[Sample] = []
+    n = 0
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] == "#":
             continue
         n += 1
         if n > max_series:
             raise OverLimit(f"more than {max_series} series")
         end = line.find("{")
-        name = line[:end] if end >= 0 else line.split(" ", 1)[0]
+        name = line[:end] if end >= 0 else line.split(None, 1)[0]
         if name in EXPOSED:
-            kept.append(line)
-    return "\n".join(kept) + "\n", n
-
-
-def parse_text(text: str, max_series: int = DEFAULT_MAX_SERIES) -> tuple[list[Sample], int]:
-    """(the samples qdd reads, every sample line of the body) of a Prometheus text exposition,
-    parsed by prometheus-client's parser; OverLimit beyond ``max_series`` samples."""
-    wanted, n = _wanted(text, max_series)
-    kept: list[Sample] = []
-    for fam in text_string_to_metric_families(wanted):
-        for s in fam.samples:
-            if s.name in EXPOSED:
-                kept.append((s.name, s.labels, float(s.value)))
+            kept.append(cache.sample(line))
     return kept, n
 
 

@@ -38,8 +38,8 @@ from .children import diff, genuine, key, with_owner
 from .groups import group_states, groups_to_delete, pods_to_create
 from .kube import Kube
 from .observer import Observer
-from .rollout import (Rollout, decide, legacy_generation, pods_to_label, recorded_serving, router_settled, slot_of,
-                      switched)
+from .rollout import (Rollout, decide, keep_unlabelled_templates, legacy_generation, pods_to_label, recorded_serving,
+                      router_settled, slot_of, switched)
 from .peers import BURST_WINDOW_S, burst, prefill_pod_uids, replaced, settled, stale_decode_groups
 from .rendercache import RenderCache
 from .events import transition_events
@@ -282,6 +282,7 @@ class Reconciler:
         # The router of a plan serves the plan's own generation by default: the same render (cached).
         plan, desired, _ = _desired_cached(cr, self.gang, r.target, None if r.serves_target else r.serving, counts)
         assert plan is not None  # the slot-a plan of the same spec was valid
+        desired = keep_unlabelled_templates(desired, observed)
         view = [o for o in observed if slot_of(o) in (None, r.target)]
         if r.hold:
             desired = [d for d in desired if slot_of(d) is None]

@@ -24,6 +24,7 @@ from .nodeloss import LostPod, lost_pods
 from .peers import pending_text, prefill_pod_uids
 from .platform import PlatformVerdict
 from .rollout import Rollout
+from .schedfacts import causes_of
 from .stall import progress, progress_key, stalled
 from .status_conditions import RoleCount, _Facts, conditions
 from .status_patch import drop_none, status_patch, without_times
@@ -82,17 +83,26 @@ def _transports(v: Any) -> list[str]:
     return [str(x) for x in v] if isinstance(v, list) else []
 
 
+GANG_WAIT = "waiting for minCount pods from a gang"
+"""The GangScheduling plugin's permit message (k8s.io/kubernetes v1.36.3): a member that fits, waiting
+for the rest of its gang. It states no cause of its own (qdd.controller.schedfacts)."""
+
+
 def _unschedulable(obs: Observed) -> str:
     """``; N pods unschedulable (POD: scheduler message)`` — why a rollout waits, in the condition
-    users read, instead of only in ``kubectl describe pod``."""
+    users read, instead of only in ``kubectl describe pod``; the pod named is one whose message says
+    why, if any does. Nothing while every such pod only waits for the rest of its gang: every gang
+    says so for a moment while it forms (two status writes per deployment in make bench-scale, for a
+    message that named no problem); when a gang cannot be placed, one of its pods carries the
+    scheduler's reason (the others wait for it)."""
     stuck = []
     for pod in obs.of_kind("Pod"):
         for c in (pod.get("status") or {}).get("conditions") or []:
             if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable":
                 stuck.append((pod["metadata"]["name"], (c.get("message") or "").strip()))
-    if not stuck:
+    if all(GANG_WAIT in why and not causes_of(why) for _, why in stuck):
         return ""
-    name, why = stuck[0]
+    name, why = next(((n, w) for n, w in stuck if GANG_WAIT not in w), stuck[0])
     return f"; {len(stuck)} pod{'s' if len(stuck) > 1 else ''} unschedulable ({name}: {why[:300]})"
 
 

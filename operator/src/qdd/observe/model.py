@@ -9,21 +9,80 @@ Units: seconds, tokens, requests; fractions 0..1. Counters are vLLM's cumulative
 
 from __future__ import annotations
 
+from array import array
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 
-@dataclass(frozen=True)
+_BOUNDS: dict[tuple[float, ...], tuple[float, ...]] = {}
+"""Every distinct tuple of bucket bounds seen, shared by the histograms that have it (a handful:
+one per histogram family of vLLM)."""
+_MAX_BOUNDS = 1024
+
+
+def _shared(bounds: tuple[float, ...]) -> tuple[float, ...]:
+    got = _BOUNDS.get(bounds)
+    if got is None:
+        if len(_BOUNDS) >= _MAX_BOUNDS:
+            _BOUNDS.clear()
+        got = _BOUNDS.setdefault(bounds, bounds)
+    return got
+
+
 class Histogram:
     """A cumulative Prometheus histogram as read: ``buckets`` are (upper bound, cumulative count)
     in increasing bound order, the last one +Inf; ``total`` is the _sum (seconds for the latency
-    histograms); ``count`` the _count."""
+    histograms); ``count`` the _count. Immutable; equal when all three are.
 
-    buckets: tuple[tuple[float, float], ...] = ()
-    total: float = 0.0
-    count: float = 0.0
+    Stored as the bounds (one tuple shared by every histogram with the same bounds) and the counts
+    as packed doubles: the observer keeps a window of reads of every engine (22 reads of 4
+    histograms of ~20 buckets per engine at the defaults), and as (bound, count) pairs of float
+    objects they were 6.6 MiB per round of 200 pods, 145 MiB for the window (make bench-observe)."""
+
+    __slots__ = ("_bounds", "_counts", "count", "total")
+    _bounds: tuple[float, ...]
+    _counts: array[float]
+    total: float
+    count: float
+
+    def __init__(self, buckets: Iterable[tuple[float, float]] = (), total: float = 0.0, count: float = 0.0):
+        pairs = tuple(buckets)
+        object.__setattr__(self, "_bounds", _shared(tuple(float(le) for le, _ in pairs)))
+        object.__setattr__(self, "_counts", array("d", (n for _, n in pairs)))
+        object.__setattr__(self, "total", total)
+        object.__setattr__(self, "count", count)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Histogram is immutable: cannot set {name}")
+
+    @property
+    def buckets(self) -> tuple[tuple[float, float], ...]:
+        return tuple(zip(self._bounds, self._counts, strict=True))
+
+    @property
+    def bounds(self) -> tuple[float, ...]:
+        """The buckets' upper bounds."""
+        return self._bounds
+
+    @property
+    def counts(self) -> array[float]:
+        """The buckets' cumulative counts, in the order of :attr:`bounds` (do not modify)."""
+        return self._counts
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Histogram):
+            return NotImplemented
+        return (self._bounds == other._bounds and self._counts == other._counts and self.total == other.total
+                and self.count == other.count)
+
+    def __hash__(self) -> int:
+        return hash((self._bounds, tuple(self._counts), self.total, self.count))
+
+    def __repr__(self) -> str:
+        return f"Histogram(buckets={self.buckets!r}, total={self.total!r}, count={self.count!r})"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class EngineRead:
     """One engine core (one DP rank: vLLM's ``engine`` label) at one read.
 

@@ -30,6 +30,14 @@ def histogram_increase(reads: Sequence[Histogram]) -> Histogram:
     thousands of buckets held a reconcile pass for minutes (docs/security.md, round 4)."""
     if len(reads) < 2:
         return Histogram()
+    bounds = reads[0].bounds
+    if all(h.bounds == bounds for h in reads) and list(bounds) == sorted(set(bounds)):
+        # The usual case (an engine's buckets never change): bucket by bucket down the reads. Looking
+        # each bound up in every read's pairs made judging a deployment over a full window 32 ms
+        # (make bench-observe).
+        per = [increase(column) for column in zip(*(h.counts for h in reads), strict=True)]
+        return Histogram(tuple(zip(bounds, per, strict=True)), increase([h.total for h in reads]),
+                         increase([h.count for h in reads]))
     maps = [dict(h.buckets) for h in reads]
     bounds = sorted(maps[-1])
     per_bound = {le: increase([m.get(le, 0.0) for m in maps]) for le in bounds}

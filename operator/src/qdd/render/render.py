@@ -61,12 +61,14 @@ def _ctx(plan: Plan, gang: bool) -> dict[str, Any]:
 
 def _pod(plan: Plan, role: RolePlan, pod: PodPlan, bare: bool, gang: bool) -> dict[str, Any]:
     rs = plan.spec.prefill if role.role == "prefill" else plan.spec.decode
-    # A StatefulSet's template never carries the generation: the StatefulSet lives for one
-    # generation, and adding the label to templates made before generations existed would have
-    # restarted every prefill engine. The operator labels its pods (qdd.controller.rollout).
+    # A StatefulSet lives for one generation, so its template carries it: its pods are created with
+    # it (the router selects them by it). A StatefulSet made before its template did keeps its
+    # template as it is (a change would restart every prefill engine): the operator labels its pods
+    # instead (qdd.controller.rollout.keep_unlabelled_templates).
     extra = {labels.ENDPOINT: str(pod.endpoint), labels.GROUP_ROLE: pod.group_role,
              labels.GROUP_SIZE: str(role.pods_per_endpoint), **slot_labels(plan)} if bare else {
-        labels.GROUP_ROLE: pod.group_role, **({labels.SLOT: plan.slot} if plan.slot != "a" else {})}
+        labels.GROUP_ROLE: pod.group_role, labels.GENERATION: plan.generation,
+        **({labels.SLOT: plan.slot} if plan.slot != "a" else {})}
     text = _env.get_template("engine-pod.yaml.j2").render(
         **_ctx(plan, gang), r=role, pod=pod, bare=bare, pod_labels=extra,
         tray_annotations={} if bare else pod_annotations(plan, role),

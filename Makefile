@@ -195,4 +195,4 @@ autoscale-venv:
 	bash hack/autoscale-bench-venv.sh
 
 bench-autoscale: autoscale-venv
-	$(ROOT)/.qdd/autoscale-venv/bin/python bench/autoscale.py
+	$(ROOT)/.qdd/autoscale-venv/bin/python bench/autoscale.py $(AUTOSCALE_ARGS)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import datetime
 import json
 import os
@@ -35,9 +36,11 @@ os.environ.setdefault("DYN_LOG", "error")
 os.environ.setdefault("RUST_LOG", "error")
 
 from autoscale_model import DECODE, PREFILL, EndpointModel, capacity_table, write_npz  # noqa: E402
-from autoscale_policies import QddPolicy, ceil_div, dynamo_planner  # noqa: E402
+from autoscale_policies import QddPolicy, dynamo_planner  # noqa: E402
+from autoscale_static import cheapest_static  # noqa: E402
 
 from qdd.autoscale import PolicyConfig, RoleLimits  # noqa: E402
+from qdd.autoscale.profile import TableProfile  # noqa: E402
 
 GPUS_P, GPUS_D = PREFILL.dp, DECODE.dp
 TTFT_MS, TPOT_MS, ATTAIN = 2000.0, 15.0, 0.95
@@ -71,6 +74,15 @@ def mooncake(src: Path, dst: Path, compress: float, copies: int, block: int = 51
     span = out[-1][0] / 1000.0
     return {"requests": len(out), "span_s": round(span, 1), "mean_rate_rps": round(len(out) / span, 2),
             "mean_isl": round(sum(x[1] for x in out) / len(out), 1), "mean_osl": round(sum(x[2] for x in out) / len(out), 1)}
+
+
+def lengths(trace: Path) -> list[tuple[int, int]]:
+    """(input, output) lengths of a Mooncake trace's requests: the length mix a user profiles with."""
+    out = []
+    for line in trace.open():
+        r = json.loads(line)
+        out.append((int(r["input_length"]), int(r["output_length"])))
+    return out
 
 
 def engine_args(npz: Path, startup_s: float):
@@ -110,6 +122,7 @@ def replay(trace: Path, args, n_p: int, n_d: int, policy, report: Path) -> dict:
     gpu_h = (rep["prefill_worker_seconds"] * GPUS_P + rep["decode_worker_seconds"] * GPUS_D) / 3600.0
     report.unlink()
     return {"attainment": round(ok / max(n, 1), 4), "gpu_hours": round(gpu_h, 3), "requests": n,
+            "gpu_hours_per_1k_in_slo": round(1000.0 * gpu_h / ok, 4) if ok else None,
             "ttft_missed": round(ttft_miss / max(n, 1), 4), "tpot_missed": round(tpot_miss / max(n, 1), 4),
             "p90_ttft_ms": round(ttfts[int(0.9 * (n - 1))], 1), "p90_tpot_ms": round(tpots[int(0.9 * (n - 1))], 2),
             "sim_s": round(rep["duration_ms"] / 1000.0, 1), "wall_s": round(time.monotonic() - t, 1),
@@ -117,42 +130,69 @@ def replay(trace: Path, args, n_p: int, n_d: int, policy, report: Path) -> dict:
 
 
 MODELS: dict[str, EndpointModel] = {}
+CONTENDERS = ("static", "qdd", "dynamo")
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--traces", default="code,conv")
     ap.add_argument("--startup", default="0,60,120,180,300", help="engine start-up times to sweep, s")
-    ap.add_argument("--max-static-runs", type=int, default=10)
-    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "autoscale.json"))
+    ap.add_argument("--contenders", default=None,
+                    help="which to simulate (static, qdd, dynamo); without static the autoscalers start from "
+                         "the split of the last full run cached under .qdd/autoscale")
+    ap.add_argument("--quick", action="store_true",
+                    help="iteration mode: reuse the cached capacity profile and static split (.qdd/autoscale), "
+                         "qdd only unless --contenders says otherwise; results to .qdd/autoscale/quick.json")
+    ap.add_argument("--timeline", action="store_true", help="write qdd's per-decision log next to the results")
+    ap.add_argument("--out", default=None, help="default: bench/results/autoscale.json for a full run")
     ap.add_argument("--table", metavar="JSON", help="print the markdown table of a results file and exit")
     a = ap.parse_args()
     if a.table:
         print(markdown(json.loads(Path(a.table).read_text())))
         return 0
-    traces_dir = Path(os.environ.get("QDD_TRACES", ROOT.parent / "shared" / "traces"))
     work = ROOT / ".qdd" / "autoscale"
     work.mkdir(parents=True, exist_ok=True)
+    contenders = a.contenders.split(",") if a.contenders else ["qdd"] if a.quick else list(CONTENDERS)
+    full = set(contenders) == set(CONTENDERS) and a.traces == "code,conv" and a.startup == "0,60,120,180,300" \
+        and not a.quick
+    out = Path(a.out) if a.out else (ROOT / "bench" / "results" / "autoscale.json" if full else work / "quick.json")
+    traces_dir = Path(os.environ.get("QDD_TRACES", ROOT.parent / "shared" / "traces"))
     MODELS["prefill"], MODELS["decode"] = EndpointModel("prefill", GPUS_P), EndpointModel("decode", GPUS_D)
     npz = write_npz(MODELS["prefill"], MODELS["decode"], work / "gb200-qwen35-397b.npz")
     startups = [float(x) for x in a.startup.split(",")]
     results: dict = {"setup": {"model": "nvidia/Qwen3.5-397B-A17B-NVFP4", "system": "gb200 (AIConfigurator 0.12.0, vLLM 0.24.0 data)",
                                "prefill_endpoint": f"DEP{GPUS_P}", "decode_endpoint": f"DEP{GPUS_D}", "ttft_ms": TTFT_MS,
                                "tpot_ms": TPOT_MS, "attainment_target": ATTAIN, "gpu_budget": BUDGET,
-                               "simulator": "ai-dynamo 1.4.2 mocker + offline replay"},
+                               "simulator": "ai-dynamo 1.4.2 mocker + offline replay",
+                               "command": "make bench-autoscale" + (f" AUTOSCALE_ARGS='{' '.join(sys.argv[1:])}'"
+                                                                     if sys.argv[1:] else "")},
                      "traces_attribution": ATTRIBUTION, "traces": {}}
     for name in a.traces.split(","):
         fname, compress, copies = TRACES[name]
         trace = work / f"{name}.jsonl"
         info = mooncake(traces_dir / fname, trace, compress, copies)
+        cache = work / f"cache-{name}.json"
+        cached = json.loads(cache.read_text()) if a.quick and cache.exists() else {}
         isl_points = (512.0, 2048.0, 8192.0)
-        profile = capacity_table(*engine_args(npz, 0.0), TTFT_MS, TPOT_MS, isl_points, info["mean_osl"])
-        info["profile"] = {"prefill_tokens_per_s": round(profile.prefill_tokens_per_s_at[0]),
+        if cached.get("profile_table"):
+            profile = TableProfile(**{k: tuple(v) if isinstance(v, list) else v for k, v in cached["profile_table"].items()})
+        else:
+            profile = capacity_table(*engine_args(npz, 0.0), TTFT_MS, TPOT_MS, isl_points, info["mean_osl"],
+                                     lengths(trace), work)
+        info["profile"] = {"prefill_tokens_per_s_at_isl": dict(zip(isl_points, map(round, profile.prefill_tokens_per_s_at),
+                                                                   strict=True)),
                            "decode_concurrency_at_isl": dict(zip(isl_points, profile.decode_concurrency_at, strict=True))}
         print(f"[{name}] {info}", flush=True)
         row: dict = {"trace": info, "static": None, "static_tried": [], "qdd": {}, "dynamo": {}}
-        row["static"] = _static_search(name, trace, engine_args(npz, 0.0), _mean_load_split(info, profile),
-                                       a.max_static_runs, work, row["static_tried"])
+        if "static" in contenders:
+            row["static"] = _static_search(name, trace, engine_args(npz, 0.0), work, row["static_tried"])
+            cache.write_text(json.dumps({"profile_table": dataclasses.asdict(profile), "static": row["static"],
+                                         "static_tried": row["static_tried"]}))
+        else:
+            cached = cached or (json.loads(cache.read_text()) if cache.exists() else {})
+            if "static" not in cached:
+                raise SystemExit(f"no cached static split for {name}: run once with --contenders static (or a full run)")
+            row["static"], row["static_tried"] = cached["static"], cached["static_tried"]
         # Both autoscalers start from the static split (what one would deploy first): from there
         # they may save GPUs in the troughs and must hold the SLO at the peaks.
         last = (row["static"] or row["static_tried"][-1])["split"]
@@ -160,32 +200,45 @@ def main() -> int:
         row["start"] = last
         for s in startups:
             args = engine_args(npz, s)
-            cfg = PolicyConfig(ttft_ms=TTFT_MS, tpot_ms=TPOT_MS, prefill=RoleLimits(1, MAX_P, GPUS_P),
-                               decode=RoleLimits(1, MAX_D, GPUS_D), gpu_budget=BUDGET, startup_s=max(s, 15.0),
-                               period_s=15.0, scale_up_cooldown_s=30.0, scale_down_cooldown_s=120.0)
-            row["qdd"][str(int(s))] = m = replay(trace, args, *start, QddPolicy(cfg, profile), work / "report.jsonl")
-            print(f"[{name}] qdd startup {s:.0f}s: {m}", flush=True)
-            dyn = dynamo_planner(args[0], args[1], MODELS["prefill"], MODELS["decode"], ttft_ms=TTFT_MS, itl_ms=TPOT_MS,
-                                 budget=BUDGET, gpus_p=GPUS_P, gpus_d=GPUS_D, max_p=MAX_P, max_d=MAX_D)
-            with dyn.inner:
-                row["dynamo"][str(int(s))] = m = replay(trace, args, *start, dyn, work / "report.jsonl")
-            print(f"[{name}] dynamo startup {s:.0f}s: {m}", flush=True)
+            if "qdd" in contenders:
+                pol = QddPolicy(qdd_config(s), profile)
+                row["qdd"][str(int(s))] = m = replay(trace, args, *start, pol, work / "report.jsonl")
+                print(f"[{name}] qdd startup {s:.0f}s: {m}", flush=True)
+                if a.timeline:
+                    (work / f"timeline-{name}-{int(s)}.json").write_text(json.dumps(pol.log))
+            if "dynamo" in contenders:
+                dyn = dynamo_planner(args[0], args[1], MODELS["prefill"], MODELS["decode"], ttft_ms=TTFT_MS,
+                                     itl_ms=TPOT_MS, budget=BUDGET, gpus_p=GPUS_P, gpus_d=GPUS_D, max_p=MAX_P, max_d=MAX_D)
+                with dyn.inner:
+                    row["dynamo"][str(int(s))] = m = replay(trace, args, *start, dyn, work / "report.jsonl")
+                print(f"[{name}] dynamo startup {s:.0f}s: {m}", flush=True)
         results["traces"][name] = row
-    Path(a.out).write_text(json.dumps(results, indent=1) + "\n")
-    print(f"wrote {a.out}")
+    out.write_text(json.dumps(results, indent=1) + "\n")
+    print(markdown(results))
+    print(f"wrote {out}")
     return 0
+
+
+def qdd_config(startup_s: float) -> PolicyConfig:
+    """qdd's spec.autoscaling for the loop: the SLO, bounds and budget above; the start-up time
+    known to the policy (spec.autoscaling.startupSeconds, or the measured starts); the rest defaults."""
+    return PolicyConfig(ttft_ms=TTFT_MS, tpot_ms=TPOT_MS, prefill=RoleLimits(1, MAX_P, GPUS_P),
+                        decode=RoleLimits(1, MAX_D, GPUS_D), gpu_budget=BUDGET, startup_s=startup_s)
 
 
 def markdown(res: dict) -> str:
     """The results as the table docs/autoscaling.md shows."""
-    lines = ["| trace | contender | start-up s | SLO attainment | GPU-hours | scaling actions | p90 TTFT ms | p90 TPOT ms |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| trace | contender | start-up s | SLO attainment | GPU-hours | GPU-h per 1k requests in SLO | "
+             "scaling actions | p90 TTFT ms | p90 TPOT ms |",
+             "|---|---|---|---|---|---|---|---|---|"]
 
     def row(trace: str, who: str, s: str, m: dict | None) -> None:
         if m is None:
-            lines.append(f"| {trace} | {who} | {s} | none within {BUDGET} GPUs | | | | |")
+            lines.append(f"| {trace} | {who} | {s} | none within {BUDGET} GPUs | | | | | |")
             return
-        lines.append(f"| {trace} | {who} | {s} | {m['attainment']:.1%} | {m['gpu_hours']:.2f} | {m['actions']} | "
+        per_k = m.get("gpu_hours_per_1k_in_slo")
+        lines.append(f"| {trace} | {who} | {s} | {m['attainment']:.1%} | {m['gpu_hours']:.2f} | "
+                     f"{'—' if per_k is None else f'{per_k:.3f}'} | {m['actions']} | "
                      f"{m['p90_ttft_ms']:.0f} | {m['p90_tpot_ms']:.1f} |")
     for trace, r in res["traces"].items():
         st = r["static"]
@@ -196,33 +249,21 @@ def markdown(res: dict) -> str:
     return "\n".join(lines)
 
 
-def _mean_load_split(info: dict, profile) -> tuple[int, int]:
-    """The smallest split that holds the trace's mean load (fewer cannot meet a 95 % target over the
-    whole trace): where the static search and both autoscalers start."""
-    rate, isl, osl = info["mean_rate_rps"], info["mean_isl"], info["mean_osl"]
-    p_min = rate * isl / profile.prefill_tokens_per_s(isl, TTFT_MS)
-    d_min = rate * osl * TPOT_MS / 1000.0 / profile.decode_concurrency(isl, osl, TPOT_MS)
-    return ceil_div(p_min, 1.0), ceil_div(d_min, 1.0)
+def _static_search(name: str, trace: Path, args, work: Path, tried: list) -> dict | None:
+    """The cheapest static split meeting the attainment target (bench/autoscale_static.py: a sweep
+    of the grid under the budget, each split it needs simulated here)."""
+    runs: dict[tuple[int, int], dict] = {}
 
-
-def _static_search(name: str, trace: Path, args, start: tuple[int, int], max_runs: int, work: Path,
-                   tried: list) -> dict | None:
-    """The cheapest static split meeting the attainment target, by a greedy walk from ``start``:
-    after each simulation one endpoint more of the role that misses more requests (TTFT → prefill,
-    TPOT → decode). Each step adds the fewest GPUs that can fix the larger miss."""
-    p, d = start
-    while len(tried) < max_runs and p <= MAX_P and d <= MAX_D and p * GPUS_P + d * GPUS_D <= BUDGET:
+    def attainment(p: int, d: int) -> float:
         m = replay(trace, args, p, d, None, work / "report.jsonl")
         m["split"] = f"{p}P{d}D"
         tried.append(m)
+        runs[(p, d)] = m
         print(f"[{name}] static {p}P{d}D: {m}", flush=True)
-        if m["attainment"] >= ATTAIN:
-            return m
-        if m["ttft_missed"] >= m["tpot_missed"]:
-            p += 1
-        else:
-            d += 1
-    return None
+        return m["attainment"]
+
+    best = cheapest_static(attainment, ATTAIN, gpus_p=GPUS_P, gpus_d=GPUS_D, max_p=MAX_P, max_d=MAX_D, budget=BUDGET)
+    return runs[best] if best else None
 
 
 if __name__ == "__main__":

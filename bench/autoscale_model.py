@@ -20,7 +20,9 @@ policy (a :class:`qdd.autoscale.profile.TableProfile`): all three see one engine
 
 from __future__ import annotations
 
+import json
 import math
+import random
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,32 +82,78 @@ def write_npz(prefill: EndpointModel, decode: EndpointModel, path: Path) -> Path
 
 
 def measured_decode_concurrency(prefill_args, decode_args, isl: int, osl: int, tpot_ms: float) -> int:
-    """The largest number of requests one simulated decode endpoint holds with p90 TPOT within
-    ``tpot_ms``: a profiling sweep (bisection over a closed-loop concurrency, 4 prefill endpoints so
-    prefill never limits) in the simulator itself, as a user profiles real engines before deploying."""
+    """The largest number of requests one simulated decode endpoint holds with the 95th percentile
+    of per-request TPOT within ``tpot_ms``: a profiling sweep (bisection over a closed-loop
+    concurrency) in the simulator itself, as a user profiles real engines before deploying. 64
+    prefill endpoints feed it, so prefill never caps the concurrency the decode endpoint sees (with
+    short outputs a few prefill endpoints cannot keep a large decode batch full, and the sweep would
+    read their limit as the decode endpoint's)."""
     from dynamo.replay import run_synthetic_trace_replay
     lo, hi = 1, DECODE.max_num_seqs
-    while hi - lo > max(4, lo // 16):
+    while hi - lo > max(2, lo // 32):
         mid = (lo + hi) // 2
-        r = run_synthetic_trace_replay(isl, osl, max(3 * mid, 200), prefill_engine_args=prefill_args,
-                                       decode_engine_args=decode_args, num_prefill_workers=4, num_decode_workers=1,
+        r = run_synthetic_trace_replay(isl, osl, max(10 * mid, 400), prefill_engine_args=prefill_args,
+                                       decode_engine_args=decode_args, num_prefill_workers=64, num_decode_workers=1,
                                        replay_concurrency=mid)
-        lo, hi = (mid, hi) if r["p90_itl_ms"] <= tpot_ms else (lo, mid)
+        lo, hi = (mid, hi) if r["p95_itl_ms"] <= tpot_ms else (lo, mid)
     return lo
 
 
-def capacity_table(prefill_args, decode_args, ttft_ms: float, tpot_ms: float, isl_points: tuple[float, ...], osl: float):
-    """qdd's CapacityProfile for this engine, as the performance model (issue 26) gives it, measured
-    in the simulator: prefill input tokens/s of a saturated endpoint (its TTFT target is far above
-    one pass here, so throughput binds), decode concurrency within the TPOT target at each ISL."""
-    from dynamo.replay import run_synthetic_trace_replay
+def _poisson_trace(path: Path, lengths: list[tuple[int, int]], isl_scale: float, rate_rps: float, seconds: float,
+                   seed: int = 26) -> None:
+    """A Mooncake trace of Poisson arrivals at ``rate_rps`` for ``seconds``, each request's
+    (input, output) lengths drawn from ``lengths`` with the input scaled by ``isl_scale``."""
+    rnd, t, i = random.Random(seed), 0.0, 0
+    with path.open("w") as f:
+        while True:
+            t += rnd.expovariate(rate_rps) * 1000.0
+            if t > seconds * 1000.0:
+                break
+            isl, osl = rnd.choice(lengths)
+            isl = max(1, round(isl * isl_scale))
+            f.write(json.dumps({"timestamp": round(t, 3), "input_length": isl, "output_length": osl,
+                                "hash_ids": list(range(i * 512, i * 512 + (isl + 511) // 512))}) + "\n")
+            i += 1
 
+
+def measured_prefill_tokens_per_s(prefill_args, decode_args, lengths: list[tuple[int, int]], isl: float,
+                                  ttft_ms: float, work: Path) -> float:
+    """The most input tokens per second one simulated prefill endpoint takes while the 95th
+    percentile of TTFT stays within ``ttft_ms``: Poisson arrivals for 120 s with the traffic's own
+    mix of input and output lengths (``lengths``, inputs scaled to mean ``isl``), bisection over the
+    rate, 8 decode endpoints so decode never limits. A saturated endpoint at one fixed length
+    overstates it: the length mix and the requests' decode hand-off both cost prefill time (the
+    simulator's trace replay ran out of one prefill endpoint at ~60 % of the saturated rate)."""
+    from dynamo._core import run_mocker_trace_replay
+    mean_isl = sum(x[0] for x in lengths) / len(lengths)
+    scale = isl / mean_isl
+    trace, report = work / "profile-prefill.jsonl", work / "profile-prefill-report.jsonl"
+    lo, hi = 10000.0, 130000.0  # tokens/s: under and over one GB200 DEP2 endpoint (saturated: ~105K)
+    while hi / lo > 1.03:
+        mid = (lo * hi) ** 0.5
+        _poisson_trace(trace, lengths, scale, mid / isl, 120.0)
+        run_mocker_trace_replay([str(trace)], prefill_engine_args=prefill_args, decode_engine_args=decode_args,
+                                num_prefill_workers=1, num_decode_workers=8, trace_format="mooncake",
+                                replay_mode="offline", router_mode="round_robin", report_jsonl_path=str(report),
+                                scaling_policy=None, trace_block_size=512)
+        ttfts = sorted(json.loads(line)["ttft_ms"] or math.inf for line in report.open())
+        lo, hi = (mid, hi) if ttfts[int(0.95 * (len(ttfts) - 1))] <= ttft_ms else (lo, mid)
+    trace.unlink()
+    report.unlink()
+    return lo
+
+
+def capacity_table(prefill_args, decode_args, ttft_ms: float, tpot_ms: float, isl_points: tuple[float, ...], osl: float,
+                   lengths: list[tuple[int, int]], work: Path):
+    """qdd's CapacityProfile for this engine, as the performance model (issue 26) gives it, measured
+    in the simulator before the replay (a user's profiling run with the traffic's length mix, not
+    its timing): prefill input tokens/s under the TTFT target at the 95th percentile
+    (:func:`measured_prefill_tokens_per_s`), decode concurrency under the TPOT target
+    (:func:`measured_decode_concurrency`), at each ISL point."""
     from qdd.autoscale.profile import TableProfile
     pre, conc = [], []
     for isl in isl_points:
-        r = run_synthetic_trace_replay(int(isl), 2, 600, prefill_engine_args=prefill_args, decode_engine_args=decode_args,
-                                       num_prefill_workers=1, num_decode_workers=1, replay_concurrency=256)
-        pre.append(float(r["input_throughput_tok_s"]))
+        pre.append(measured_prefill_tokens_per_s(prefill_args, decode_args, lengths, isl, ttft_ms, work))
         conc.append(float(measured_decode_concurrency(prefill_args, decode_args, int(isl), max(int(osl), 2), tpot_ms)))
     return TableProfile(ttft_ms=ttft_ms, tpot_ms=tpot_ms, isl_points=isl_points, prefill_tokens_per_s_at=tuple(pre),
                         decode_concurrency_at=tuple(conc))

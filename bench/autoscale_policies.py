@@ -18,41 +18,83 @@ from qdd.autoscale import Counts, Observation, PolicyConfig, PolicyState, RoleCo
 
 @dataclass
 class QddPolicy:
-    """qdd.autoscale.decide every ``cfg.period_s`` on the replay's snapshot: arrivals and mean
-    lengths of the last period (the router's view), mean TTFT/ITL (the replay reports means, not
-    percentiles), Ready (``active``), Pending (``starting``) and draining workers per role."""
+    """qdd.autoscale.decide every ``cfg.period_s`` on the replay's snapshots: arrivals and mean
+    lengths of the last period (the router's view), TTFT and TPOT at the 95th percentile, Ready
+    (``active``), Pending (``starting``) and draining workers per role.
+
+    The policy reads latency at the SLO's percentile (in the operator, from the engines'
+    histograms). The replay reports a mean per tick only, so this adapter ticks every
+    ``sample_s`` and takes the request-weighted 95th percentile of those per-second means over
+    the period: a histogram with one-second resolution in time (it misses the spread inside one
+    second, so it reads a little low). ``latency="mean"`` passes the period's mean instead
+    (what the replay offers a planner as is)."""
 
     cfg: PolicyConfig
     profile: Any
+    sample_s: float = 1.0
+    latency: str = "p95"
     state: PolicyState | None = None
     actions: int = 0
     log: list[dict[str, Any]] = field(default_factory=list)
+    _ticks: list[dict[str, Any]] = field(default_factory=list)
+    _next_ms: float = 0.0
 
     def initial_tick_ms(self) -> float:
-        return self.cfg.period_s * 1000.0
+        self._next_ms = self.cfg.period_s * 1000.0
+        return self.sample_s * 1000.0
+
+    def _observe(self, now_ms: float) -> Observation:
+        ticks, self._ticks = self._ticks, []
+        dur = sum(float(t.get("duration_s") or 0.0) for t in ticks) or self.cfg.period_s
+        shapes = sum(float(t.get("shape_count") or 0.0) for t in ticks)
+
+        def lengths(key: str) -> float:
+            return sum(float(t.get(key) or 0.0) * float(t.get("shape_count") or 0.0) for t in ticks) / shapes
+
+        def latency(key: str, count: str) -> float | None:
+            pts = sorted((float(t[key]), float(t[count])) for t in ticks if t.get(count))
+            total = sum(w for _, w in pts)
+            if total <= 0:
+                return None
+            if self.latency == "mean":
+                return sum(v * w for v, w in pts) / total
+            acc = 0.0
+            for v, w in pts:
+                acc += w
+                if acc >= 0.95 * total:
+                    return v
+            return pts[-1][0]
+
+        isl, osl = (lengths("avg_isl"), lengths("avg_osl")) if shapes > 0 else (0.0, 0.0)
+        if isl <= 0 and self.state and self.state.history:  # a period without completions
+            isl, osl = self.state.history[-1].isl, self.state.history[-1].osl
+        return Observation(now_s=now_ms / 1000.0, request_rate_rps=sum(float(t.get("num_req", 0)) for t in ticks) / dur,
+                           mean_isl=isl, mean_osl=osl, ttft_ms=latency("avg_ttft_ms", "ttft_count"),
+                           tpot_ms=latency("avg_itl_ms", "itl_count"))
 
     def on_tick(self, r: dict[str, Any]) -> dict[str, Any]:
-        t = r.get("traffic") or {}
-        dur = float(t.get("duration_s") or self.cfg.period_s)
-        obs = Observation(now_s=r["now_ms"] / 1000.0, request_rate_rps=float(t.get("num_req", 0)) / dur,
-                          mean_isl=float(t.get("avg_isl") or 0.0), mean_osl=float(t.get("avg_osl") or 0.0),
-                          ttft_ms=t.get("avg_ttft_ms") if t.get("ttft_count") else None,
-                          tpot_ms=t.get("avg_itl_ms") if t.get("itl_count") else None)
-        if obs.mean_isl <= 0 and self.state and self.state.history:  # a period without completions
-            last = self.state.history[-1]
-            obs = Observation(obs.now_s, obs.request_rate_rps, last.isl, last.osl, obs.ttft_ms, obs.tpot_ms)
+        self._ticks.append(r.get("traffic") or {})
+        out: dict[str, Any] = {"next_tick_ms": r["now_ms"] + self.sample_s * 1000.0, "target_prefill": None,
+                               "target_decode": None}
+        if r["now_ms"] + 1e-6 < self._next_ms:
+            return out
+        self._next_ms += self.cfg.period_s * 1000.0
+        obs = self._observe(r["now_ms"])
         counts = Counts(*(RoleCounts(r[f"active_{x}_count"], r[f"starting_{x}_count"], r[f"draining_{x}_count"])
                           for x in ("prefill", "decode")))
         d = decide(obs, self.profile, counts, self.cfg, self.state)
         self.state = d.state
-        out: dict[str, Any] = {"next_tick_ms": r["now_ms"] + self.cfg.period_s * 1000.0}
         for role in ("prefill", "decode"):
             rd, c = d.of(role), counts.of(role)
             new = c.active - rd.cancel_pending - rd.drain + rd.add
             out[f"target_{role}"] = new if new != c.active else None
             self.actions += rd.add + rd.cancel_pending + rd.drain
-        self.log.append({"t": obs.now_s, "rate": obs.request_rate_rps, "forecast": d.forecast_rate_rps,
-                         "p": out["target_prefill"] or counts.prefill.active, "d": out["target_decode"] or counts.decode.active})
+        self.log.append({"t": obs.now_s, "rate": round(obs.request_rate_rps, 2), "isl": round(obs.mean_isl),
+                         "osl": round(obs.mean_osl), "ttft": obs.ttft_ms and round(obs.ttft_ms),
+                         "tpot": obs.tpot_ms and round(obs.tpot_ms, 1), "forecast": round(d.forecast_rate_rps, 2),
+                         "ready": (counts.prefill.ready, counts.decode.ready),
+                         "target": (d.prefill.target, d.decode.target), "why": (d.prefill.reason, d.decode.reason),
+                         "corr": {k: round(v, 3) for k, v in d.state.correction.items()}})
         return out
 
 

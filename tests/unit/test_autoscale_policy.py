@@ -8,7 +8,7 @@ import pytest
 from qdd.autoscale import Observation, PolicyState, RoleLimits, decide
 from qdd.autoscale.profile import TableProfile
 
-from .autoscale_helpers import PROFILE, config, counts, gpus, run, settle
+from .autoscale_helpers import PROFILE, apply, config, counts, gpus, run, settle
 
 
 @pytest.mark.parametrize(("rate", "isl", "osl", "want"), [
@@ -177,3 +177,90 @@ def test_profile_corrected_by_observed_latency_and_recovers():
         d = decide(Observation(15.0 * i, 20.0, 3000, 150, ttft_ms=300.0), PROFILE, c, cfg, state)
         state, c = d.state, counts(d.prefill.target, 1)
     assert state.correction["prefill"] == 1.0 and c.prefill.ready == 3  # 1.5 under 65 % → 3
+
+
+def test_scale_down_waits_a_start_up_time_of_low_demand():
+    """An endpoint drained now takes startup_s to come back: a trough shorter than the start-up
+    time (plus a period) drains nothing; a longer one does, once the whole window was low."""
+    cfg = config(startup_s=300.0, scale_down_cooldown_s=60.0)
+    busy, trough = [(40.0, 3000, 150)] * 4, [(5.0, 3000, 150)]
+    short = run(busy + trough * 16 + busy, cfg, counts(4, 2))  # 240 s of trough
+    assert not any(d.prefill.drain or d.decode.drain for _, d in short)
+    long = run(busy + trough * 30, cfg, counts(4, 2))  # 450 s of trough
+    first = next(i for i, (_, d) in enumerate(long) if d.prefill.drain)
+    assert (first - 4 + 1) * cfg.period_s >= cfg.startup_s + cfg.period_s  # the whole window was low
+    assert settle(long[-1][0]) == counts(1, 1)
+
+
+def test_correction_is_not_undone_by_quiet_periods():
+    """A burst over the TTFT target lowers the prefill capacity correction; quiet periods between
+    bursts (TTFT far under target at a tenth of the load) leave it, busy ones that meet the target
+    with room recover it."""
+    cfg = config()
+    d = decide(Observation(0.0, 40.0, 3000, 150, ttft_ms=4000.0), PROFILE, counts(4, 1), cfg)
+    low = d.state.correction["prefill"]
+    assert low == 0.5
+    state = d.state
+    for i in range(1, 4):
+        state = decide(Observation(15.0 * i, 4.0, 3000, 150, ttft_ms=200.0), PROFILE, counts(6, 1), cfg, state).state
+    assert state.correction["prefill"] == low
+    state = decide(Observation(60.0, 30.0, 3000, 150, ttft_ms=200.0), PROFILE, counts(6, 1), cfg, state).state
+    assert state.correction["prefill"] == pytest.approx(low * 1.02)
+
+
+def test_no_trend_from_a_short_history():
+    """Three periods of a rising rate right after start, with a 300 s start-up: a line through 30 s
+    of samples is not carried five minutes ahead (it asked for 3× the load in the offline loop);
+    the forecast is the current rate until the history spans half the trend window."""
+    cfg = config(startup_s=300.0)
+    steps = run([10.0, 20.0, 30.0], cfg, counts(3, 1))
+    assert steps[-1][1].forecast_rate_rps == 30.0
+    longer = run([10.0 + i for i in range(12)], cfg, counts(3, 1))  # 165 s of a +1 req/s per period ramp
+    assert longer[-1][1].forecast_rate_rps > 21.0
+
+
+def test_decode_runs_closer_to_its_profiled_concurrency_than_prefill():
+    """TPOT is one batch step that grows smoothly with the batch (the profile's concurrency is where
+    its 95th percentile meets the target); TTFT is a queue that climbs steeply near capacity. At 90 %
+    of one endpoint's capacity in both roles, prefill asks for a second endpoint, decode does not."""
+    cfg = config()
+    # prefill: 12 req/s × 3000 = 36K tok/s over 40K = 0.9; decode: 12 × 300 × 0.05 = 180 over 200 = 0.9.
+    d = decide(Observation(0.0, 12.0, 3000, 300), PROFILE, counts(1, 1), cfg)
+    assert (d.prefill.target, d.decode.target) == (2, 1)
+    d = decide(Observation(0.0, 13.0, 3000, 300), PROFILE, counts(1, 1), cfg)  # decode 195 / 200 = 0.975
+    assert d.decode.target == 2
+
+
+def test_no_scale_down_within_a_hold_window_of_a_scale_up():
+    """The reactive step adds an endpoint on an observed miss the demand does not explain; the
+    next period's demand alone would take it away again (seen in the offline loop: 4P → 5P → 3P
+    in two periods). A role that scaled up keeps its count for a hold window."""
+    cfg = config(scale_down_cooldown_s=60.0)
+    quiet = [Observation(15.0 * i, 5.0, 3000, 150, ttft_ms=100.0) for i in range(8)]
+    state, c = None, counts(2, 1)
+    for o in quiet:
+        d = decide(o, PROFILE, c, cfg, state)
+        state, c = d.state, settle(apply(c, d))
+    assert c == counts(1, 1)
+    d = decide(Observation(120.0, 5.0, 3000, 150, ttft_ms=3000.0), PROFILE, c, cfg, state)
+    assert d.prefill.add == 1
+    state, c = d.state, settle(apply(c, d))
+    held = []
+    for i in range(9, 16):
+        d = decide(Observation(15.0 * i, 5.0, 3000, 150, ttft_ms=100.0), PROFILE, c, cfg, state)
+        held.append(d.prefill.target)
+        state, c = d.state, settle(apply(c, d))
+    assert held[:4] == [2, 2, 2, 2] and held[-1] == 1  # 60 s window + a period, then it goes
+
+
+def test_no_scale_down_while_latency_used_more_than_half_its_target():
+    """Bursts shorter than a period: the mean rate says one endpoint would do, the TTFT percentile
+    at 1.2 s of a 2 s target says the endpoints are busier than that. No drain until every period
+    of the hold window kept the percentile under half the target."""
+    cfg = config(scale_down_cooldown_s=60.0)
+    steps, state, c = [], None, counts(3, 1)
+    for i, ttft in enumerate([1200.0] * 6 + [400.0] * 6):
+        d = decide(Observation(15.0 * i, 5.0, 3000, 150, ttft_ms=ttft), PROFILE, c, cfg, state)
+        steps.append(d.prefill.drain)
+        state, c = d.state, settle(apply(c, d))
+    assert steps[:10] == [0] * 10 and sum(steps) == 2  # the 400 ms periods cover 75 s at i = 10

@@ -37,7 +37,12 @@ from .types import (ROLES, CapacityProfile, Counts, Decision, Observation, Polic
 
 CORRECTION_FLOOR, CORRECTION_RECOVERY = 0.25, 1.02
 """The capacity correction never goes below a quarter of the profile, and recovers 2 % per period
-while the observed latency is under half its target."""
+while the observed latency is under half its target at load."""
+RECOVERY_LOAD = 0.5
+"""Share of the busiest recent period's load a period must carry for its latency to count as
+evidence that the capacity is higher than the correction says."""
+FORECAST_UTILIZATION: float | None = None
+"""(exploration) share of capacity the forecast load may fill; None: the role's scale-up utilization."""
 ISL_WINDOW_S = 60.0
 """Seconds over which the mean ISL/OSL are taken (request-weighted): one period is noisy."""
 
@@ -61,47 +66,73 @@ def _missed(role: Role, obs: Observation, cfg: PolicyConfig) -> bool:
     return seen is not None and seen > target
 
 
-def _corrected(role: Role, obs: Observation, cfg: PolicyConfig, state: PolicyState) -> float:
+def _corrected(role: Role, obs: Observation, cfg: PolicyConfig, state: PolicyState, load_now: float,
+               load_peak: float) -> float:
     """The role's capacity correction after this observation: a miss by a factor f scales the
-    capacity by 1/f (at most halving it per period), a latency under half the target recovers it."""
+    capacity by 1/f (at most halving it per period); a latency under half the target recovers it,
+    but only from a period whose load (``load_now``, profiled endpoints) was at least
+    ``RECOVERY_LOAD`` of the busiest recent period's (``load_peak``). A quiet period between
+    bursts meets any target and says nothing about the capacity at the load the role is sized
+    for: recovering from it would undo what the last burst taught, and the next burst would miss."""
     c = state.correction.get(role, 1.0)
     seen, target = _observed(role, obs, cfg)
     if seen is None:
         return c
     if seen > target:
         return max(CORRECTION_FLOOR, c * max(0.5, target / seen))
-    if seen < target / 2:
+    if seen < target / 2 and load_now > 0 and load_now >= RECOVERY_LOAD * load_peak:
         return min(1.0, c * CORRECTION_RECOVERY)
     return c
 
 
-def _wanted(role: Role, demand: float, obs: Observation, counts: Counts, cfg: PolicyConfig,
-            state: PolicyState) -> tuple[int, int, dict[str, float], str]:
-    """(wanted count within bounds, SLO need before bounds, updated lower_since, reason)."""
+def _wanted(role: Role, demand: float, hold_demand: float | None, obs: Observation, counts: Counts,
+            cfg: PolicyConfig, state: PolicyState) -> tuple[int, int, dict[str, float], str]:
+    """(wanted count within bounds, SLO need before bounds, updated lower_since, reason).
+    ``demand``: endpoints' worth at the forecast / recent peak (scale-up); ``hold_demand``: the
+    most demand of any period in the hold window (scale-down), None while a scale-down is not
+    allowed: the history is shorter than the window, the role scaled up within it, or its
+    latency came near its target within it."""
     lim, c = cfg.limits(role), counts.of(role)
     lower_since = dict(state.lower_since_s)
     if lim.external:
         lower_since.pop(role, None)
         return c.active, c.active, lower_since, "owned by another writer (scale subresource)"
-    up = math.ceil(demand / cfg.utilization_up - 1e-9)
-    down = math.ceil(demand / cfg.utilization_down - 1e-9)
+    u_up, u_down = cfg.band(role)
+    up = math.ceil(demand / u_up - 1e-9)
     need, reason = max(up, 1), f"demand {demand:.2f} endpoints"
     if _missed(role, obs, cfg) and c.pending == 0 and \
             obs.now_s - state.last_scale_up_s.get(role, -math.inf) >= cfg.scale_up_cooldown_s and need <= c.active:
         need, reason = c.active + 1, f"observed {'TTFT' if role == 'prefill' else 'TPOT'} over target"
+    down = max(math.ceil(max(hold_demand or 0.0, demand) / u_down - 1e-9), need, 1)
     if need > c.active:
         lower_since.pop(role, None)
         want = need
-    elif max(down, 1) < c.active:
-        since = lower_since.setdefault(role, obs.now_s)
-        if obs.now_s - since >= cfg.scale_down_cooldown_s:
-            want, reason = max(down, 1), reason + f", under {cfg.utilization_down:.0%} for {obs.now_s - since:.0f} s"
-        else:
-            want = c.active
+    elif hold_demand is not None and down < c.active:
+        lower_since.setdefault(role, obs.now_s)
+        want, reason = down, reason + f", under {u_down:.0%} of {down} for the last {hold_window_s(cfg):.0f} s"
     else:
         lower_since.pop(role, None)
         want = c.active
     return min(max(want, lim.min_endpoints), lim.max_endpoints), need, lower_since, reason
+
+
+def _may_scale_down(role: Role, in_hold: list[Sample], covered: bool, cfg: PolicyConfig, state: PolicyState,
+                    now_s: float) -> bool:
+    """A role may shrink once the policy has seen a whole hold window (``covered``) in which it
+    did not scale up and its observed latency stayed at or under ``latency_down`` of its target."""
+    if not covered or now_s - state.last_scale_up_s.get(role, -math.inf) < hold_window_s(cfg):
+        return False
+    target = cfg.ttft_ms if role == "prefill" else cfg.tpot_ms
+    seen = [x.ttft_ms if role == "prefill" else x.tpot_ms for x in in_hold]
+    return all(v is None or v <= cfg.latency_down * target for v in seen)
+
+
+def hold_window_s(cfg: PolicyConfig) -> float:
+    """Seconds a lower demand must have lasted before a scale-down: the scale-down cooldown, and at
+    least one start-up time plus a period. An endpoint drained now takes ``startup_s`` to come back,
+    so a trough shorter than that saves nothing and costs the next peak's latency; the demand of
+    the last start-up time is also the best guess of the next one's peak (bursts recur)."""
+    return max(cfg.scale_down_cooldown_s, cfg.startup_s + cfg.period_s)
 
 
 def _remove(role: Role, target: int, counts: Counts) -> tuple[int, int]:
@@ -121,22 +152,31 @@ def decide(obs: Observation, profile: CapacityProfile, counts: Counts, cfg: Poli
     ≤ 0 raises ZeroDivisionError (the profile adapter must refuse such a profile)."""
     state = state or PolicyState()
     isl_now, osl_now = obs.mean_isl, obs.mean_osl
-    history = tuple(s for s in state.history if s.t_s >= obs.now_s - cfg.trend_window_s)
-    history += (Sample(obs.now_s, max(obs.request_rate_rps, 0.0), isl_now, osl_now),)
+    hold_s = hold_window_s(cfg)
+    keep_s = max(cfg.trend_window_s, cfg.peak_window_s, hold_s)
+    history = tuple(s for s in state.history if s.t_s >= obs.now_s - keep_s)
+    history += (Sample(obs.now_s, max(obs.request_rate_rps, 0.0), isl_now, osl_now, obs.ttft_ms, obs.tpot_ms),)
     horizon = cfg.startup_s + cfg.period_s
-    rate = trend_forecast(history, obs.now_s, horizon)
+    trend = tuple(s for s in history if s.t_s >= obs.now_s - cfg.trend_window_s)
+    rate = trend_forecast(trend, obs.now_s, horizon, min_span_s=cfg.trend_window_s / 2)
     # Size for the busiest recent period too, each with its own lengths: requests arrive in bursts
     # shorter than the trend window, and a queue built in one burst costs TTFT long after it.
     recent = [x for x in history if x.t_s >= obs.now_s - cfg.peak_window_s]
+    in_hold = [x for x in history if x.t_s >= obs.now_s - hold_s]
+    # Each sample stands for the period that ends at it; half a period of slack for timer jitter.
+    seen_whole_window = obs.now_s - history[0].t_s + cfg.period_s >= hold_s - cfg.period_s / 2
     isl, osl = window_means(history, obs.now_s - ISL_WINDOW_S)
     state = replace(state, history=history)
     wants: dict[str, tuple[int, int, str]] = {}
     for role in ROLES:
-        corr = _corrected(role, obs, cfg, state)
+        loads = [_demand(role, x.rate_rps, x.isl, x.osl, profile, cfg) for x in recent]
+        corr = _corrected(role, obs, cfg, state, loads[-1], max(loads))
         state = replace(state, correction={**state.correction, role: corr})
-        demand = max([_demand(role, rate, isl, osl, profile, cfg)]
-                     + [_demand(role, x.rate_rps, x.isl, x.osl, profile, cfg) for x in recent])
-        w, need, lower_since, reason = _wanted(role, demand / corr, obs, counts, cfg, state)
+        fu = FORECAST_UTILIZATION or cfg.band(role)[0]
+        demand = max([_demand(role, rate, isl, osl, profile, cfg) * cfg.band(role)[0] / fu] + loads)
+        hold = max(_demand(role, x.rate_rps, x.isl, x.osl, profile, cfg) for x in in_hold) / corr \
+            if _may_scale_down(role, in_hold, seen_whole_window, cfg, state, obs.now_s) else None
+        w, need, lower_since, reason = _wanted(role, demand / corr, hold, obs, counts, cfg, state)
         state = replace(state, lower_since_s=lower_since)
         wants[role] = (w, need, reason)
     (wp, np_, _), (wd, nd, _) = wants["prefill"], wants["decode"]

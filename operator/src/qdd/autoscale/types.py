@@ -107,25 +107,46 @@ class PolicyConfig:
     scale_up_cooldown_s: float = 30.0
     scale_down_cooldown_s: float = 300.0
     utilization_up: float = 0.85
-    """Scale up when forecast demand exceeds this share of the active endpoints' capacity."""
+    """Prefill: scale up when forecast demand exceeds this share of the active endpoints' capacity
+    (TTFT is a queue: it climbs steeply as the load nears the capacity, and bursts need room)."""
     utilization_down: float = 0.65
-    """Scale down only to a count at which demand stays under this share: the hysteresis band
-    between the two keeps a constant load from flipping a count."""
+    """Prefill: scale down only to a count at which demand stays under this share: the hysteresis
+    band between the two keeps a constant load from flipping a count."""
+    decode_utilization_up: float = 0.95
+    """Decode: as ``utilization_up``. TPOT is one batch step, which grows smoothly with the batch
+    (the profile's concurrency is where its 95th percentile reaches the target), not a queue, so
+    decode can run closer to its profiled capacity."""
+    decode_utilization_down: float = 0.75
+    """Decode: as ``utilization_down``."""
     trend_window_s: float = 300.0
     """Seconds of history the load trend is fitted on."""
     peak_window_s: float = 60.0
     """Demand is sized for the busiest period of the last this many seconds (bursts)."""
+    latency_down: float = 0.5
+    """Scale a role down only while its observed latency stayed at or under this share of its
+    target in every period of the hold window: requests that arrive in bursts shorter than a
+    period load the endpoints more than the period's mean rate says, and the latency shows it."""
 
     def limits(self, role: Role) -> RoleLimits:
         return self.prefill if role == "prefill" else self.decode
 
+    def band(self, role: Role) -> tuple[float, float]:
+        """(scale-up, scale-down) utilization of the role."""
+        if role == "prefill":
+            return self.utilization_up, self.utilization_down
+        return self.decode_utilization_up, self.decode_utilization_down
+
 
 @dataclass(frozen=True)
 class Sample:
+    """One period's observation as the policy remembers it (PolicyState.history)."""
+
     t_s: float
     rate_rps: float
     isl: float
     osl: float
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,13 @@ test-realengine: venv cpu-engine-venv
 real-engine-guardrails: venv cpu-engine-venv
 	$(PY) bench/real_engine_guardrails.py
 
+# Cold start against a start with the compile cache warm, phase by phase from the engine's log, and a
+# wrong cache (another key) not used: one real CPU prefill engine started three times (bench/cold_start.py,
+# ≈ 4 min); writes bench/results/cold-start-cpu.json, the source of docs/cold-start.md's table. Not a test.
+.PHONY: bench-cold-start
+bench-cold-start: venv cpu-engine-venv
+	$(PY) bench/cold_start.py $${KEEP_LOGS:+--keep-logs $$KEEP_LOGS}
+
 # Start time, latency, NIXL bytes, memory and idle CPU of the real pair (PROGRESS=delay|off|default).
 bench-real-engines: venv cpu-engine-venv
 	$(PY) bench/real_engines.py --progress $${PROGRESS:-delay}

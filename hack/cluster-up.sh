@@ -8,7 +8,9 @@
 #   ResourceSlices as NVIDIA's driver publishes them (hack/cluster/objects.py), and the test doubles: the ComputeDomain driver (hack/fake_compute_domain_driver.py),
 #   the GPUs behind the KV-transfer preflight (hack/fake_preflight_result.py) and the benchmark
 #   Jobs (hack/fake_bench_result.py), and the router that answers the operator's canary
-#   (hack/fake_canary_router.py; its URL in .qdd/clusters/$QDD_CLUSTER/fake-canary-router.url).
+#   (hack/fake_canary_router.py; its URL in .qdd/clusters/$QDD_CLUSTER/fake-canary-router.url), and
+#   the trays' disks for the weight cache's init containers and cache-aware start lengths
+#   (hack/fake_tray_disks.py; host folders under .qdd/clusters/$QDD_CLUSTER/disks).
 #
 # Usage: hack/cluster-up.sh [--racks N]
 # Env:   QDD_CLUSTER  cluster name (default qdd)
@@ -135,7 +137,7 @@ add_engine_stages() {
   local conf="$cluster_dir/kwok.yaml"
   [ -s "$conf" ] || { echo "cluster-up: $conf missing after kwokctl create" >&2; exit 1; }
   if ! grep -q 'name: qdd-engine-container-start' "$conf"; then
-    { echo "---"; "$py" "$root/hack/cluster/engine_stages.py" stages; } >> "$conf"
+    { echo "---"; "$py" "$root/hack/cluster/engine_stages.py" stages "$state/engine-logs"; } >> "$conf"
   fi
   # kwok exits when its server port was taken meanwhile (another cluster on this machine): try again.
   local try pidf="$cluster_dir/pids/kwok-controller.pid"
@@ -269,6 +271,7 @@ for double in "${doubles[@]}"; do
   seen=0; [ -f "$dlog" ] && seen=$(wc -l < "$dlog")
   extra=()
   [ "$double" = fake_canary_router ] && extra=(--url-file "$canary_url_file")
+  [ "$double" = fake_tray_disks ] && extra=(--disks "$tray_disks")
   setsid "$py" -u "hack/$double.py" --kubeconfig "$cluster_kc" "${extra[@]}" >> "$dlog" 2>&1 < /dev/null 9>&- &
   pid=$!
   echo "$pid" > "$pidf"

@@ -88,12 +88,14 @@ NAMESPACED = {
     ("qdd.dev", "qwendisaggrolescales"): {"get", "list", "watch", "create", "patch", "delete"},
     ("qdd.dev", "qwendisaggrolescales/scale"): {"get", "patch"},
     ("qdd.dev", "qwendisaggrolescales/status"): {"get", "patch"},
-    ("", "configmaps"): {"get", "create", "patch"},
+    ("", "configmaps"): {"get", "list", "watch", "create", "patch", "delete"},
     ("", "events"): {"create"},
     ("", "pods"): {"get", "list", "watch", "create", "patch", "delete"},
+    ("", "pods/log"): {"get"},
     ("", "services"): {"list", "watch", "create", "patch", "delete"},
     ("", "serviceaccounts"): {"list", "watch", "create", "patch", "delete"},
     ("apps", "statefulsets"): {"list", "watch", "create", "patch", "delete"},
+    ("apps", "daemonsets"): {"list", "watch", "create", "patch", "delete"},
     ("apps", "deployments"): {"list", "watch", "create", "patch", "delete"},
     ("batch", "jobs"): {"list", "watch", "create", "patch", "delete"},
     ("policy", "poddisruptionbudgets"): {"list", "watch", "create", "patch", "delete"},
@@ -254,7 +256,8 @@ def _plural(kind: str) -> str:
             "RoleBinding": "rolebindings", "Service": "services", "StatefulSet": "statefulsets",
             "Pod": "pods", "Deployment": "deployments", "Job": "jobs", "Workload": "workloads",
             "PodGroup": "podgroups", "PodDisruptionBudget": "poddisruptionbudgets",
-            "QwenDisaggRoleScale": "qwendisaggrolescales", "ResourceClaim": "resourceclaims"}[kind]
+            "QwenDisaggRoleScale": "qwendisaggrolescales", "ResourceClaim": "resourceclaims",
+            "ConfigMap": "configmaps", "DaemonSet": "daemonsets"}[kind]
 
 
 def test_rbac_covers_what_the_operator_code_does(default):

@@ -850,7 +850,7 @@ def test_a_crash_in_plan_or_render_is_plan_valid_false_not_an_operator_error(mon
     PlanValid=False, the message naming the exception, a Warning event, and nothing applied."""
     import qdd.controller.reconcile as rec
 
-    def boom(plan, gang, serving=None):
+    def boom(plan, gang, serving=None, weight_cache_root=None):
         raise ZeroDivisionError("division by zero")
 
     monkeypatch.setattr(rec, "render_all", boom)
@@ -883,9 +883,9 @@ def test_an_unchanged_spec_is_planned_and_rendered_once_a_changed_one_again(monk
     calls = []
     real = rec.render_all
 
-    def counting(plan, gang, serving=None):
+    def counting(plan, gang, serving=None, weight_cache_root=None):
         calls.append(plan.spec.workload.concurrency)
-        return real(plan, gang, serving)
+        return real(plan, gang, serving, weight_cache_root)
 
     monkeypatch.setattr(rec, "render_all", counting)
     monkeypatch.setattr(rec, "_RENDERED", type(rec._RENDERED)())

@@ -170,6 +170,16 @@ def cmd_render(args: argparse.Namespace) -> None:
     sys.stdout.write(to_yaml(objs))
 
 
+def cmd_weights_digest(args: argparse.Namespace) -> None:
+    """The digest spec.model.cache.digest pins: sha256 of the folder's manifest (qdd.weightcache.program)."""
+    from .weightcache.program import hash_tree, manifest_digest
+
+    folder = Path(args.dir)
+    if not folder.is_dir():
+        raise SystemExit(f"error: {folder}: not a folder")
+    print(manifest_digest(hash_tree(folder)))
+
+
 def cmd_crd(args: argparse.Namespace) -> None:
     from .api.benchmark_crd import benchmark_crd
     from .api.rolescale import role_scale_crd
@@ -348,6 +358,11 @@ def parser() -> argparse.ArgumentParser:
                         "(scheduling.k8s.io/v1alpha2, gang and topology-aware scheduling on); affinity: the fallback "
                         "for a cluster without it, a pod affinity on the NVLink clique (docs/placement.md)")
     r.set_defaults(func=cmd_render)
+    w = sub.add_parser("weights", help="the node-local weight cache (spec.model.cache)")
+    wsub = w.add_subparsers(dest="weights_command", required=True)
+    wd = wsub.add_parser("digest", help="print the digest of a checkpoint folder (spec.model.cache.digest)")
+    wd.add_argument("dir", help="the checkpoint folder, as the claim holds it (the subPath)")
+    wd.set_defaults(func=cmd_weights_digest)
     c = sub.add_parser("crd", help="print a CustomResourceDefinition")
     c.add_argument("-o", "--output", help="write to this file instead of stdout")
     c.add_argument("--kind", choices=["deployment", "benchmark", "rolescale", "tray-claims-policy"], default="deployment",

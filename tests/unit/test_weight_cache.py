@@ -216,7 +216,10 @@ def test_render_prefetch_daemonset_and_engine_pods(seed_cr: dict):
         assert term == {"weight": 100, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname", "labelSelector": {
             "matchLabels": {"qdd.dev/role": "weight-cache", "qdd.dev/weights": "ab" * 16,
                             "qdd.dev/weight-cache": "verified"}}}}
-        assert "requiredDuringSchedulingIgnoredDuringExecution" not in spec["affinity"]["podAffinity"]
+        # a preference only: the one required pod affinity is the tray-claim pin of a StatefulSet
+        # pod under gang scheduling (qdd.render.trayclaims), never the cache
+        required = spec["affinity"]["podAffinity"].get("requiredDuringSchedulingIgnoredDuringExecution", [])
+        assert all(t.get("matchLabelKeys") == ["qdd.dev/tray-claim"] for t in required), required
 
 
 def test_without_gang_scheduling_the_preference_joins_the_required_clique_affinity(seed_cr: dict):

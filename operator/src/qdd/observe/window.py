@@ -23,9 +23,10 @@ def increase(values: Sequence[float]) -> float:
 
 def histogram_increase(reads: Sequence[Histogram]) -> Histogram:
     """The observations a histogram gained over consecutive reads (bucket by bucket, across
-    restarts); an empty histogram with fewer than two reads. The buckets are the newest read's (an
-    engine's bucket layout changes only with its build; a bound an older read lacks counts 0 there,
-    as after a restart): linear in buckets × reads. Before, the union of every read's bounds was
+    restarts); an empty histogram with fewer than two reads. When every read has the same bounds (an
+    engine's bucket layout changes only with its build), bucket by bucket down the reads; else every
+    read's bounds (one a read lacks counts 0 there, as after a restart): linear in buckets × reads
+    either way (a dict lookup per bound and read). Before, the union of every read's bounds was
     looked up by rebuilding each read's buckets per bound, quadratic in buckets: a hostile engine's
     thousands of buckets held a reconcile pass for minutes (docs/security.md, round 4)."""
     if len(reads) < 2:
@@ -38,10 +39,11 @@ def histogram_increase(reads: Sequence[Histogram]) -> Histogram:
         per = [increase(column) for column in zip(*(h.counts for h in reads), strict=True)]
         return Histogram(tuple(zip(bounds, per, strict=True)), increase([h.total for h in reads]),
                          increase([h.count for h in reads]))
+    # A layout that changed (a new build): every read's bounds, each looked up once per read.
     maps = [dict(h.buckets) for h in reads]
-    bounds = sorted(maps[-1])
-    per_bound = {le: increase([m.get(le, 0.0) for m in maps]) for le in bounds}
-    return Histogram(tuple((le, per_bound[le]) for le in bounds), increase([h.total for h in reads]),
+    every = sorted({le for m in maps for le in m})
+    per_bound = {le: increase([m.get(le, 0.0) for m in maps]) for le in every}
+    return Histogram(tuple((le, per_bound[le]) for le in every), increase([h.total for h in reads]),
                      increase([h.count for h in reads]))
 
 

@@ -9,9 +9,9 @@ from typing import Any
 
 from qdd import labels
 from qdd.canary.registration import (MISSING_SHOWN, Registration, base_url, endpoint_url, listed_urls, registration,
-                                     serving_pods)
+                                     router_instances, serving_pods)
 from qdd.controller.reconcile import Reconciler
-from qdd.controller.registration import POLL_S, RegistrationChecker
+from qdd.controller.registration import POLL_S, ROUTER_CHANGED, RegistrationChecker
 
 from .controller_world import running
 from .test_controller_status import CANARY_SENT, NAME, SEED, FakeKube, cond, plan_of, router_canary
@@ -102,6 +102,42 @@ def test_checker_reads_when_everything_else_is_ready_polls_while_missing_and_the
     del moved["http://10.0.0.4:8000"]  # a pod came back with a new IP: asked again
     again = c.state(plan, moved, ready=True)
     assert router.calls == 3 and again is not None and again.missing == ("pod-4",)
+
+
+def test_router_instances_are_its_ready_pods_with_their_restarts():
+    def router(name: str, uid: str, restarts: int, ready: bool = True, deployment: str = NAME) -> dict[str, Any]:
+        p = _pod(name, "router", "10.0.1.1", ready=ready, deployment=deployment)
+        p["metadata"]["uid"] = uid
+        p["status"]["containerStatuses"] = [{"name": "router", "restartCount": restarts}]
+        return p
+    pods = [router("r-a", "u1", 0), router("r-b", "u2", 3), router("r-c", "u3", 0, ready=False),
+            router("x-r", "u4", 0, deployment="other"), _pod("p-0", "prefill", "10.0.0.1")]
+    assert router_instances(pods, NAME) == frozenset({"u1/0", "u2/3"})
+
+
+def test_a_router_that_restarts_is_read_again_and_ready_waits_for_its_discovery():
+    """Field case: the router's discovery starts from nothing when its pod restarts; a complete list
+    read before the restart said nothing about the new instance (issue 24's gap)."""
+    plan = plan_of(SEED)
+    pods = {f"http://10.0.0.{i}:8000": f"pod-{i}" for i in range(5)}
+    router, clock = _Router(list(pods)), _Clock()
+    c = RegistrationChecker(lambda p: "http://router", router, workers=0, clock=clock)
+    assert c.state(plan, pods, ready=True, routers=frozenset({"u1/0"})).complete and router.calls == 1
+    clock.t += 3600
+    assert c.state(plan, pods, ready=True, routers=frozenset({"u1/0"})).complete and router.calls == 1
+    router.urls = list(pods)[:1]  # the restarted router has found one endpoint so far
+    after = c.state(plan, pods, ready=True, routers=frozenset({"u1/1"}))  # restarted in place: read at once
+    assert router.calls == 2 and after is not None and not after.complete and len(after.missing) == 4
+    router.urls = list(pods)
+    assert c.state(plan, pods, ready=True, routers=frozenset({"u1/1"})) == after and router.calls == 2  # POLL_S
+    clock.t += POLL_S
+    assert c.state(plan, pods, ready=True, routers=frozenset({"u1/1"})).complete and router.calls == 3
+    # a second replica, in its event loop: until its answer is in, the old list is not taken for it
+    slow = RegistrationChecker(lambda p: "http://router", router, clock=clock)
+    assert slow._loop is not None
+    slow._keep((plan.namespace, plan.name), frozenset(pods) | {"router:u1/1"}, {"urls": list(pods)}, None)
+    pending = slow.state(plan, pods, ready=True, routers=frozenset({"u1/1", "u2/0"}))
+    assert pending is not None and not pending.complete and pending.error == ROUTER_CHANGED
 
 
 def test_checker_in_its_event_loop_answers_then_asks_for_a_pass():

@@ -72,6 +72,21 @@ def serving_pods(pods: Iterable[Mapping[str, Any]], deployment: str, generation:
     return dict(sorted(out.items(), key=lambda kv: kv[1]))
 
 
+def router_instances(pods: Iterable[Mapping[str, Any]], deployment: str) -> frozenset[str]:
+    """``uid/restarts`` of each Ready router pod of ``deployment``: what the router's list of workers
+    was read from. A router that restarts (a new pod, or its container restarted in place) starts its
+    discovery from nothing, so a list read before says nothing about it: a change here asks again."""
+    out = set()
+    for p in pods:
+        meta = p.get("metadata") or {}
+        if (meta.get("labels") or {}).get(labels.DEPLOYMENT) != deployment or \
+                (meta.get("labels") or {}).get(labels.ROLE) != "router" or meta.get("deletionTimestamp") or not _ready(p):
+            continue
+        restarts = sum(int(c.get("restartCount") or 0) for c in (p.get("status") or {}).get("containerStatuses") or [])
+        out.add(f"{meta.get('uid') or meta.get('name')}/{restarts}")
+    return frozenset(out)
+
+
 @dataclass(frozen=True)
 class Registration:
     """What the router has registered of the ``planned`` endpoints (their count: endpoints of both

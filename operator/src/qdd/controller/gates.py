@@ -12,7 +12,7 @@ from typing import Any
 from ..api.conditions import Reason
 from ..canary import CanaryState
 from ..canary.accuracy import AccuracyState, accuracy_state
-from ..canary.registration import Registration, serving_pods
+from ..canary.registration import Registration, router_instances, serving_pods
 from ..plan import Plan
 from .canary import CanaryChecker
 from .kube import Kube
@@ -42,9 +42,10 @@ def start_gates(registration: RegistrationChecker | None, canary: CanaryChecker,
                 plan: Plan | None, observed: list[dict[str, Any]], ready: bool) -> tuple[
                     Registration | None, CanaryState | None, AccuracyState | None]:
     """(registration, canary, accuracy) of this pass; ``ready``: Ready as computed without them."""
+    pods = [o for o in observed if o.get("kind") == "Pod"]
     reg = None if registration is None or plan is None else registration.state(
-        plan, serving_pods([o for o in observed if o.get("kind") == "Pod"], plan.name, plan.generation,
-                           plan.spec.ports.http), ready)
+        plan, serving_pods(pods, plan.name, plan.generation, plan.spec.ports.http), ready,
+        router_instances(pods, plan.name))
     registered = ready and (reg is None or reg.complete)
     can = canary.state(cr, plan, registered, dt.datetime.now(dt.timezone.utc),
                        waiting=reg.message if reg is not None and not reg.complete else None)

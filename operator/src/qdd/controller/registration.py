@@ -8,10 +8,13 @@ the simulated cluster) from the canary's kind of event loop — one request per 
 bounded by :data:`TIMEOUT_S` —, and its answer asks for one more pass (``notify``). While endpoints
 are missing, the list is read again at most every :data:`POLL_S`; once every serving pod is
 listed the answer is kept for that set of pods, so a converged deployment sends nothing more
-until a serving pod changes (a new IP, a new generation).
+until a serving pod changes (a new IP, a new generation) or a router pod does (a new pod or a
+container restart: its discovery starts from nothing, so the list is read again and Ready waits for
+it; qdd.canary.registration.router_instances).
 
 With several router replicas the Service answers from one of them: each discovers the same pods
-from the API server, so one replica's list stands for all (docs/facts/router-pd.md).
+from the API server, so one replica's list stands for all (docs/facts/router-pd.md); a replica that
+restarts changes the instances, and the list is read again.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ TIMEOUT_S = 5.0
 POLL_S = 2.0
 """Seconds between two reads while endpoints are missing (the router's discovery adds a pod within
 about a second of its readiness; tests/contract/test_router.py)."""
+ROUTER_CHANGED = "a router pod is new or restarted: its list of workers is read again"
 log = logging.getLogger("qdd.registration")
 
 Get = Callable[[str, str, float], Coroutine[Any, Any, tuple[Any, str | None]]]
@@ -42,10 +46,14 @@ Key = tuple[str, str]
 @dataclass
 class _Seen:
     pods: frozenset[str]
-    """The serving pods' URLs the last answer was judged for."""
+    """The serving pods' URLs and the router instances the last answer was judged for."""
     listed: frozenset[str] | None
     error: str | None
     at: float
+
+
+def _routers(keys: frozenset[str]) -> frozenset[str]:
+    return frozenset(k for k in keys if k.startswith("router:"))
 
 
 class RegistrationChecker:
@@ -69,21 +77,30 @@ class RegistrationChecker:
         with self._lock:
             self._seen.pop((namespace, name), None)
 
-    def state(self, plan: Plan | None, pods: dict[str, str], ready: bool) -> Registration | None:
+    def state(self, plan: Plan | None, pods: dict[str, str], ready: bool,
+              routers: frozenset[str] = frozenset()) -> Registration | None:
         """The registration of ``pods`` (``{url: pod name}``: qdd.canary.registration.serving_pods)
-        for this pass; a read is sent when due. None when not considered: no plan, no router, or
+        for this pass; a read is sent when due. ``routers``: the router instances
+        (qdd.canary.registration.router_instances); a complete answer is kept only while they and
+        the pods stay the same. None when not considered: no plan, no router, or
         ``ready`` False (something else holds Ready back, so the router's list would say nothing new)."""
         if plan is None or plan.router.replicas == 0 or not ready:
             return None
-        key, want = (plan.namespace, plan.name), frozenset(pods)
+        key, want = (plan.namespace, plan.name), frozenset(pods) | {f"router:{r}" for r in routers}
         planned = plan.prefill.endpoints + plan.decode.endpoints
         with self._lock:
             seen = self._seen.get(key)
-        if seen is not None:
+        restarted = seen is not None and _routers(seen.pods) != _routers(want)
+        if seen is not None and not restarted:
             got = registration(planned, pods, seen.listed, seen.error)
             if got.complete and seen.pods == want:
                 return got  # every serving pod listed: nothing to ask until they change
             if self.clock() - seen.at < POLL_S or key in self._inflight:
+                return got
+        elif restarted:
+            # the list was read from router instances that are gone or restarted: it says nothing now
+            got = registration(planned, pods, None, ROUTER_CHANGED)
+            if key in self._inflight:
                 return got
         else:
             got = registration(planned, pods, None, "not read yet")

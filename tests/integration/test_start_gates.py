@@ -89,3 +89,22 @@ def test_accuracy_gate_holds_ready_until_its_generation_is_scored(kube, operator
     (job,) = kube.get("jobs", namespace=namespace, selector="qdd.dev/benchmark=gate")["items"]
     assert job["metadata"]["labels"]["qdd.dev/generation"] == gen  # the run is bound to what it measured
     assert kube.get("qddb", "gate", namespace)["status"]["accuracy"]["generation"] == gen
+
+    # A new generation (a new engine image): the gate's benchmark runs again for it, and a score
+    # under minScore holds Ready there while the router already serves it (vllm#36094: HTTP 200
+    # everywhere, wrong answers); the previous generation's pass does not count for it.
+    kube.kubectl("create", "configmap", "qdd-simulated-benchmark", "-n", namespace,
+                 '--from-literal=accuracy.json={"repeats":[0.4],"questions":10,"invalid":0,"errors":0}')
+    kube.kubectl("patch", "qdd", name, "-n", namespace, "--type=merge",
+                 "-p", json.dumps({"spec": {"engine": {"image": "qdd/vllm:0.33.0-cu13-arm64-regressed"}}}))
+    low = _wait(kube, "qdd", name, namespace,
+                lambda o: (o["status"].get("rollout") or {}).get("generation") not in (None, gen)
+                and condition(o, "AccuracyGatePassed").get("reason") == "AccuracyBelowThreshold",
+                "AccuracyGatePassed=False (AccuracyBelowThreshold) for the new generation")
+    new = low["status"]["rollout"]["generation"]
+    assert (condition(low, "Ready")["status"], condition(low, "Ready")["reason"]) == ("False", "AccuracyBelowThreshold")
+    assert condition(low, "AccuracyGatePassed")["message"].startswith(f"GSM8K 0.400 < minScore 0.850 on generation {new}")
+    acc = low["status"]["accuracy"]
+    assert (acc["generation"], acc["score"], acc["passed"]) == (new, 0.4, False)
+    (job,) = kube.get("jobs", namespace=namespace, selector="qdd.dev/benchmark=gate")["items"]
+    assert job["metadata"]["labels"]["qdd.dev/generation"] == new  # re-run for what it measures now

@@ -114,7 +114,8 @@ CONDITIONS: tuple[ConditionDoc, ...] = (
                                "has not verified the transfer (the message has its verdict)", "see `KVTransferReady`"),
                      ReasonDoc(R.ENDPOINTS_NOT_REGISTERED, "False", "every endpoint is Ready but the router does "
                                "not list them all yet (its GET /list_workers); the message says how many of how many, "
-                               "and names those missing. The canary and benchmarks wait for it: a router that answers "
+                               "and names those missing. Read again when a router pod is new or restarts (its discovery starts "
+                               "from nothing). The canary and benchmarks wait for it: a router that answers "
                                "with one endpoint of several registered serves (SemiAnalysisAI/InferenceX#2549)",
                                "wait (the router's Kubernetes discovery adds a pod once it is Running and Ready); if it "
                                "lasts, read the router's log and check its Role (pods get/list/watch)"),

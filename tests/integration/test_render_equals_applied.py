@@ -42,7 +42,8 @@ PLURALS = {"ComputeDomain": "computedomains.resource.nvidia.com", "ServiceAccoun
            "Deployment": "deployments.apps", "PodDisruptionBudget": "poddisruptionbudgets.policy",
            "Workload": "workloads.scheduling.k8s.io", "PodGroup": "podgroups.scheduling.k8s.io",
            "QwenDisaggRoleScale": "qwendisaggrolescales.qdd.dev",
-           "ResourceClaim": "resourceclaims.resource.k8s.io"}
+           "ResourceClaim": "resourceclaims.resource.k8s.io", "ConfigMap": "configmaps",
+           "DaemonSet": "daemonsets.apps"}
 
 
 

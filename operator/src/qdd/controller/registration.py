@@ -97,9 +97,12 @@ class RegistrationChecker:
                 return got  # every serving pod listed: nothing to ask until they change
             if self.clock() - seen.at < POLL_S or key in self._inflight:
                 return got
-        elif restarted:
-            # the list was read from router instances that are gone or restarted: it says nothing now
-            got = registration(planned, pods, None, ROUTER_CHANGED)
+        elif restarted and seen is not None:
+            # the list was read from router instances that are gone or restarted: it no longer shows
+            # that every pod is registered (what it lacked, it still lacks: its message stays)
+            got = registration(planned, pods, seen.listed, seen.error)
+            if got.complete:
+                got = registration(planned, pods, None, ROUTER_CHANGED)
             if key in self._inflight:
                 return got
         else:

@@ -35,8 +35,9 @@ def test_canary_and_benchmark_wait_for_every_endpoint_registered(kube, operator,
     kube.kubectl("create", "configmap", "qdd-simulated-canary", "-n", namespace, f"--from-literal=unregistered={held}")
     kube.apply(dep)
     kube.apply(bench_cr(namespace, name, accuracy={"examples": 10, "passThreshold": 0.5}))
-    obj = _wait(kube, "qdd", name, namespace, lambda o: condition(o, "Ready").get("reason") == "EndpointsNotRegistered",
-                "Ready=False (EndpointsNotRegistered)")
+    # the router's list once read (before that, a pass may say "not read yet" under the same reason)
+    obj = _wait(kube, "qdd", name, namespace, lambda o: condition(o, "Ready").get("reason") == "EndpointsNotRegistered"
+                and "not listed" in condition(o, "Ready").get("message", ""), "Ready=False (EndpointsNotRegistered)")
     ready = condition(obj, "Ready")
     assert ready["status"] == "False" and (obj["status"]["prefillReady"], obj["status"]["decodeReady"]) == ("4/4", "1/1")
     assert ready["message"].endswith(f"waiting for 4 of 5 endpoints registered with the router (not listed: {held})")

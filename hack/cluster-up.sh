@@ -54,7 +54,7 @@ t0=$(date +%s%N)
 log() { local ms=$(( ($(date +%s%N) - t0) / 1000000 )); printf '[cluster-up %s %3d.%01ds] %s\n' "$name" $((ms / 1000)) $((ms % 1000 / 100)) "$*"; }
 
 # The control plane and the test doubles started below outlive this script: they must not inherit
-# the caller's descriptors. `flock /work/x.lock make bench-scale` handed its lock to them, and the
+# the caller's descriptors. `flock LOCKFILE make bench-scale` handed its lock to them, and the
 # lock stayed taken for as long as the cluster ran (every other job waiting on it stalled).
 for fd in $(ls /proc/$$/fd); do
   case $fd in 0|1|2|255) ;; *) eval "exec $fd>&-" 2>/dev/null || true ;; esac

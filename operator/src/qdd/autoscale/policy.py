@@ -41,8 +41,6 @@ while the observed latency is under half its target at load."""
 RECOVERY_LOAD = 0.5
 """Share of the busiest recent period's load a period must carry for its latency to count as
 evidence that the capacity is higher than the correction says."""
-FORECAST_UTILIZATION: float | None = None
-"""(exploration) share of capacity the forecast load may fill; None: the role's scale-up utilization."""
 ISL_WINDOW_S = 60.0
 """Seconds over which the mean ISL/OSL are taken (request-weighted): one period is noisy."""
 
@@ -172,8 +170,7 @@ def decide(obs: Observation, profile: CapacityProfile, counts: Counts, cfg: Poli
         loads = [_demand(role, x.rate_rps, x.isl, x.osl, profile, cfg) for x in recent]
         corr = _corrected(role, obs, cfg, state, loads[-1], max(loads))
         state = replace(state, correction={**state.correction, role: corr})
-        fu = FORECAST_UTILIZATION or cfg.band(role)[0]
-        demand = max([_demand(role, rate, isl, osl, profile, cfg) * cfg.band(role)[0] / fu] + loads)
+        demand = max([_demand(role, rate, isl, osl, profile, cfg)] + loads)
         hold = max(_demand(role, x.rate_rps, x.isl, x.osl, profile, cfg) for x in in_hold) / corr \
             if _may_scale_down(role, in_hold, seen_whole_window, cfg, state, obs.now_s) else None
         w, need, lower_since, reason = _wanted(role, demand / corr, hold, obs, counts, cfg, state)

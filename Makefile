@@ -29,6 +29,8 @@ crds: venv
 	$(PY) -m qdd.cli crd --kind benchmark -o crds/qdd.dev_qwendisaggbenchmarks.yaml
 	$(PY) -m qdd.cli crd --kind rolescale -o crds/qdd.dev_qwendisaggrolescales.yaml
 	cp crds/qdd.dev_qwendisaggdeployments.yaml crds/qdd.dev_qwendisaggbenchmarks.yaml crds/qdd.dev_qwendisaggrolescales.yaml charts/qdd-operator/files/crds/
+	$(PY) -m qdd.cli crd --kind tray-claims-policy -o crds/qdd-tray-claims-policy.yaml
+	cp crds/qdd-tray-claims-policy.yaml charts/qdd-operator/files/
 
 # Lint and the unit tests need only the Python venv: they run while the Go-built control plane
 # (CPU-bound) and the engine venvs (pip, mostly download and disk) install, side by side; then
@@ -61,6 +63,13 @@ test-realengine: venv cpu-engine-venv
 # writes bench/results/real-engine-guardrails.json, the source of docs/real-engines.md's table.
 real-engine-guardrails: venv cpu-engine-venv
 	$(PY) bench/real_engine_guardrails.py
+
+# Cold start against a start with the compile cache warm, phase by phase from the engine's log, and a
+# wrong cache (another key) not used: one real CPU prefill engine started three times (bench/cold_start.py,
+# ≈ 4 min); writes bench/results/cold-start-cpu.json, the source of docs/cold-start.md's table. Not a test.
+.PHONY: bench-cold-start
+bench-cold-start: venv cpu-engine-venv
+	$(PY) bench/cold_start.py $${KEEP_LOGS:+--keep-logs $$KEEP_LOGS}
 
 # Start time, latency, NIXL bytes, memory and idle CPU of the real pair (PROGRESS=delay|off|default).
 bench-real-engines: venv cpu-engine-venv
@@ -108,7 +117,7 @@ image-vllm:
 
 bench-operator: venv
 	bash hack/cluster-up.sh
-	kubectl apply --server-side --force-conflicts -f crds/qdd.dev_qwendisaggdeployments.yaml -f crds/qdd.dev_qwendisaggrolescales.yaml
+	kubectl apply --server-side --force-conflicts -f crds/qdd.dev_qwendisaggdeployments.yaml -f crds/qdd.dev_qwendisaggrolescales.yaml -f crds/qdd-tray-claims-policy.yaml
 	bash hack/operator.sh start
 	$(PY) bench/operator_ready.py
 
@@ -118,7 +127,7 @@ bench-operator: venv
 .PHONY: bench-scale
 bench-scale: venv tools
 	QDD_CLUSTER=$${QDD_SCALE_CLUSTER:-qdd-scale} QDD_RACKS=$${QDD_RACKS:-10} bash hack/cluster-up.sh
-	kubectl apply --server-side --force-conflicts -f crds/qdd.dev_qwendisaggdeployments.yaml -f crds/qdd.dev_qwendisaggrolescales.yaml
+	kubectl apply --server-side --force-conflicts -f crds/qdd.dev_qwendisaggdeployments.yaml -f crds/qdd.dev_qwendisaggrolescales.yaml -f crds/qdd-tray-claims-policy.yaml
 	QDD_CANARY_URL_OVERRIDE=$$(cat .qdd/clusters/$${QDD_SCALE_CLUSTER:-qdd-scale}/fake-canary-router.url) $(PY) bench/scale.py \
 	  $${SCALE_ARGS:-}; rc=$$?; [ "$${QDD_KEEP_CLUSTER:-0}" = 1 ] || QDD_CLUSTER=$${QDD_SCALE_CLUSTER:-qdd-scale} \
 	  bash hack/cluster-down.sh; exit $$rc

@@ -274,6 +274,18 @@ def check_placement() -> tuple[int, int]:
     return split, over
 
 
+def trays_used() -> tuple[int, int, int]:
+    """(trays holding an engine pod, GPUs on them, IMEX-channel claims held): under NVIDIA's DRA
+    driver a tray serves one channel claim (docs/placement.md#imex-channels-one-claim-per-tray)."""
+    nodes, claims = set(), set()
+    for p in engine_pods():
+        if p["spec"].get("nodeName"):
+            nodes.add(p["spec"]["nodeName"])
+            for c in p["spec"].get("resourceClaims") or []:
+                claims.add(c.get("resourceClaimName") or f"{p['metadata']['name']}/{c['name']}")
+    return len(nodes), 4 * len(nodes), len(claims)
+
+
 def whole_deployments() -> tuple[int, int]:
     """(deployments with every engine pod Running, engine pods bound)."""
     by: dict[str, list[bool]] = defaultdict(list)
@@ -336,6 +348,8 @@ def main() -> int:
         print(f"floor (qdd render + kubectl apply, no operator): every engine pod Running in {t_running:.1f} s, "
               f"Ready (serving) in {t_floor:.1f} s, all reached: {floor_ok}, "
               f"split across cliques: {floor_split}, over-booked nodes: {floor_over}; {load()} at its end", flush=True)
+        n, g, c = trays_used()
+        print(f"  trays used: {n} ({g} GPUs) for {gpus} GPUs asked, {c} IMEX-channel claims", flush=True)
 
     fresh_namespace()
     op = start_operator(a.metrics_port, a.liveness_port)
@@ -356,6 +370,8 @@ def main() -> int:
         reconciles = metric_sum(m1, "qdd_reconcile_duration_seconds_count")
         print(f"operator: {ready}/{len(items)} Ready in {took:.1f} s (x{took / t_floor:.2f} the floor); "
               f"split across cliques: {split}, over-booked nodes: {over}; {load()} at its end")
+        n, g, c = trays_used()
+        print(f"  trays used: {n} ({g} GPUs) for {gpus} GPUs asked, {c} IMEX-channel claims", flush=True)
         print(f"  API writes: {writes:.0f} ({writes / len(items):.1f} per deployment); reconciles: {reconciles:.0f}, "
               f"p50 {quantile(m1, 'qdd_reconcile_duration_seconds', 0.5) * 1000:.0f} ms, "
               f"p99 {quantile(m1, 'qdd_reconcile_duration_seconds', 0.99) * 1000:.0f} ms; operator CPU {c1 - c0:.1f} s "

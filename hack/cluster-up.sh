@@ -4,18 +4,19 @@
 #   run by `kwokctl --runtime binary`, kwok playing every kubelet;
 #   18 fake GB200 nodes per rack (4 nvidia.com/gpu each, arm64, GPU Feature Discovery labels, one
 #   NVLink clique label per rack) + 2 CPU-only amd64 nodes;
-#   the ComputeDomain CRD stand-in (crds/test/), DRA DeviceClass + ResourceSlices with fake IMEX
-#   channels, and the test doubles: the ComputeDomain driver (hack/fake_compute_domain_driver.py),
+#   the ComputeDomain CRD stand-in (crds/test/), the DRA driver's DeviceClasses and per-node
+#   ResourceSlices as NVIDIA's driver publishes them (hack/cluster/objects.py), and the test doubles: the ComputeDomain driver (hack/fake_compute_domain_driver.py),
 #   the GPUs behind the KV-transfer preflight (hack/fake_preflight_result.py) and the benchmark
 #   Jobs (hack/fake_bench_result.py), and the router that answers the operator's canary
-#   (hack/fake_canary_router.py; its URL in .qdd/clusters/$QDD_CLUSTER/fake-canary-router.url).
+#   (hack/fake_canary_router.py; its URL in .qdd/clusters/$QDD_CLUSTER/fake-canary-router.url), and
+#   the trays' disks for the weight cache's init containers and cache-aware start lengths
+#   (hack/fake_tray_disks.py; host folders under .qdd/clusters/$QDD_CLUSTER/disks).
 #
-# Usage: hack/cluster-up.sh [--racks N] [--channels N]
+# Usage: hack/cluster-up.sh [--racks N]
 # Env:   QDD_CLUSTER  cluster name (default qdd)
 #        KUBECONFIG   kubeconfig to write the context kwok-$QDD_CLUSTER into (default .qdd/kubeconfig);
 #                     its current-context is set to this cluster
 #        QDD_RACKS    GB200 racks (default 1; 2 adds gb200-r2-n01..18 with another clique)
-#        QDD_CHANNELS_PER_NODE  fake IMEX channel devices per GB200 node (default 8)
 #        QDD_WORKLOAD_API  1 (default): the Workload API (scheduling.k8s.io/v1alpha2 Workload and
 #                     PodGroup) served and the scheduler's gang and topology-aware plugins on (the
 #                     alpha gates of v1.36, docs/placement.md); 0: a cluster without it (the
@@ -35,13 +36,10 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 racks=${QDD_RACKS:-1}
-channels=${QDD_CHANNELS_PER_NODE:-8}
 while [ $# -gt 0 ]; do
   case $1 in
     --racks) racks=$2; shift 2 ;;
     --racks=*) racks=${1#*=}; shift ;;
-    --channels) channels=$2; shift 2 ;;
-    --channels=*) channels=${1#*=}; shift ;;
     -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     *) echo "cluster-up: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -139,7 +137,7 @@ add_engine_stages() {
   local conf="$cluster_dir/kwok.yaml"
   [ -s "$conf" ] || { echo "cluster-up: $conf missing after kwokctl create" >&2; exit 1; }
   if ! grep -q 'name: qdd-engine-container-start' "$conf"; then
-    { echo "---"; "$py" "$root/hack/cluster/engine_stages.py" stages; } >> "$conf"
+    { echo "---"; "$py" "$root/hack/cluster/engine_stages.py" stages "$state/engine-logs"; } >> "$conf"
   fi
   # kwok exits when its server port was taken meanwhile (another cluster on this machine): try again.
   local try pidf="$cluster_dir/pids/kwok-controller.pid"
@@ -235,7 +233,7 @@ k apply -f crds/test/computedomains.resource.nvidia.com.yaml >/dev/null
 k wait --for=condition=Established --timeout=60s crd/computedomains.resource.nvidia.com >/dev/null
 
 objects=$(mktemp); trap 'rm -f "$objects"' EXIT
-"$py" hack/cluster/objects.py --racks "$racks" --channels "$channels" > "$objects"
+"$py" hack/cluster/objects.py --racks "$racks" > "$objects"
 k apply -f "$objects" >/dev/null
 # The engine pods' start-up durations per namespace (a ConfigMap qdd-sim-engine-startup), copied
 # onto each engine pod at creation by a MutatingAdmissionPolicy (hack/cluster/engine_stages.py).
@@ -250,7 +248,7 @@ for n in $(k get nodes -l qdd.dev/simulated=true -o jsonpath='{.items[*].metadat
   esac
 done
 n_nodes=$(wc -w <<<"$want_nodes")
-log "applied $n_nodes nodes ($racks GB200 rack(s) x 18 + CPU nodes), DeviceClass, ResourceSlices ($channels channels/node)"
+log "applied $n_nodes nodes ($racks GB200 rack(s) x 18 + CPU nodes), DeviceClasses, ResourceSlices (channel-0 + daemon-0 per tray, as the real driver)"
 
 k wait --for=condition=Ready node -l qdd.dev/simulated=true --timeout=180s >/dev/null
 ready=$(k get nodes -l qdd.dev/simulated=true -o jsonpath='{range .items[*]}{range .status.conditions[?(@.type=="Ready")]}{.status}{"\n"}{end}{end}' | grep -c True || true)
@@ -273,6 +271,7 @@ for double in "${doubles[@]}"; do
   seen=0; [ -f "$dlog" ] && seen=$(wc -l < "$dlog")
   extra=()
   [ "$double" = fake_canary_router ] && extra=(--url-file "$canary_url_file")
+  [ "$double" = fake_tray_disks ] && extra=(--disks "$tray_disks")
   setsid "$py" -u "hack/$double.py" --kubeconfig "$cluster_kc" "${extra[@]}" >> "$dlog" 2>&1 < /dev/null 9>&- &
   pid=$!
   echo "$pid" > "$pidf"

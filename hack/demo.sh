@@ -15,7 +15,7 @@ say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 say "Local control plane (kube-apiserver, etcd, controller-manager, scheduler) + simulated GB200 NVL72 rack"
 bash hack/cluster-up.sh
 say "CRD qwendisaggdeployments.qdd.dev"
-kubectl apply --server-side --force-conflicts -f crds/qdd.dev_qwendisaggdeployments.yaml -f crds/qdd.dev_qwendisaggbenchmarks.yaml -f crds/qdd.dev_qwendisaggrolescales.yaml
+kubectl apply --server-side --force-conflicts -f crds/qdd.dev_qwendisaggdeployments.yaml -f crds/qdd.dev_qwendisaggbenchmarks.yaml -f crds/qdd.dev_qwendisaggrolescales.yaml -f crds/qdd-tray-claims-policy.yaml
 kubectl wait --for=condition=Established crd/qwendisaggdeployments.qdd.dev --timeout=60s
 say "Operator (qdd run)"
 bash hack/operator.sh start

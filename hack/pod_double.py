@@ -24,7 +24,7 @@ def run(name: str, what: str, selector: str, converge: Callable[[client.CoreV1Ap
     ap = argparse.ArgumentParser()
     ap.add_argument("--kubeconfig")
     ap.add_argument("--resync", type=int, default=30)
-    args = ap.parse_args()
+    args, _ = ap.parse_known_args()  # a double's own options are its own
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {name} (TEST DOUBLE): %(message)s")
     log = logging.getLogger(name)
     config.load_kube_config(config_file=args.kubeconfig)

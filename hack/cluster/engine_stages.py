@@ -38,8 +38,9 @@ Phases are visible on the pod: ``engine.sim.qdd.dev/phase`` = weights | compile 
 absolute time, so that an unrelated update of the pod (kwok plays a stage's delay again from every
 new version of the object) does not restart it.
 
-Usage: ``engine_stages.py stages`` (kwok Stage documents, YAML, appended to the cluster's kwok
-configuration by hack/cluster-up.sh) | ``engine_stages.py admission`` (a v1/List, JSON, for
+Usage: ``engine_stages.py stages [ENGINE_LOG_DIR]`` (kwok Stage documents, YAML, appended to the
+cluster's kwok configuration by hack/cluster-up.sh; with a folder, also the ClusterLogs that serve a
+real engine's start-up log as every ``vllm`` container's, written there in CRI format) | ``engine_stages.py admission`` (a v1/List, JSON, for
 kubectl apply).
 """
 
@@ -47,6 +48,8 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -55,7 +58,7 @@ from qdd.catalog.startup import LOCAL, engine_startup
 
 PREFIX = "engine.sim.qdd.dev/"
 CONFIGMAP = "qdd-sim-engine-startup"
-PARAM_KEYS = ("weights", "compile", "graphs", "time-scale", "crash", "crash-after")
+PARAM_KEYS = ("weights", "compile", "graphs", "time-scale", "crash", "crash-after", "cache-aware", "checkpoint-bytes")
 SEED_CHECKPOINT_BYTES = 237e9
 """nvidia/Qwen3.5-397B-A17B-NVFP4 as qdd.plan.startup.checkpoint_bytes counts it (≈ 237 GB)."""
 DEFAULT_SCALE = 100
@@ -265,8 +268,13 @@ def stages() -> list[dict[str, Any]]:
     crash = {"key": f'.metadata.annotations["{PREFIX}crash-at"]', "operator": "Exists"}
     no_crash = {"key": f'.metadata.annotations["{PREFIX}crash-at"]', "operator": "DoesNotExist"}
     start = [_status(_RUNNING), _meta(_enter("weights", _CRASH_AT_START))]
+    not_held = {"key": f'.metadata.annotations["{HOLD}"]', "operator": "DoesNotExist"}
+    held = {"key": f'.metadata.annotations["{HOLD}"]', "operator": "Exists"}
     return [
-        _stage("qdd-engine-container-start", [pending, absent], start),
+        _stage("qdd-engine-container-start", [pending, absent, not_held], start),
+        # Held for hack/fake_tray_disks.py (its init container, its start length by cache state): no
+        # step, and a weight above kwok's own pod-ready keeps that one off the pod meanwhile.
+        _stage("qdd-engine-held", [pending, held], [_meta(_NOTHING)], _LONG),
         _stage("qdd-engine-restart", [_phase("backoff")], start, _until()),
         _stage("qdd-engine-weights-loaded", [_phase("weights"), no_crash], [_meta(_enter("compile"))], _until()),
         _stage("qdd-engine-compiled", [_phase("compile"), no_crash], [_meta(_enter("graphs"))], _until()),
@@ -285,6 +293,46 @@ def stages() -> list[dict[str, Any]]:
     ]
 
 
+HOLD = f"{PREFIX}hold"
+"""On an engine pod that waits for hack/fake_tray_disks.py before its container starts."""
+_NOTHING = "metadata:\n  annotations: {}\n"
+_LONG = {"durationMilliseconds": 86_400_000}
+
+
+def weight_cache_stages() -> list[dict[str, Any]]:
+    """The prefetch pods of the weight cache (``qdd.dev/role=weight-cache``) wait, Pending, for
+    hack/fake_tray_disks.py to run their init container: a Stage above kwok's pod-ready that does nothing."""
+    spec = {"resourceRef": {"apiGroup": "v1", "kind": "Pod"},
+            "selector": {"matchExpressions": [
+                {"key": '.metadata.labels["qdd.dev/role"]', "operator": "In", "values": ["weight-cache"]},
+                {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
+                {"key": ".status.phase", "operator": "In", "values": ["Pending"]}]},
+            "weight": 1, "delay": _LONG, "steps": [_meta(_NOTHING)]}
+    return [{"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": "qdd-weight-cache-held"},
+             "spec": spec}]
+
+
+ENGINE_LOG = "tests/unit/data/vllm-0.32.0-cpu-start-cold.log"
+"""The start-up log of a real engine (the CPU build's prefill, captured by make bench-cold-start), which
+kwok serves as the log of every simulated ``vllm`` container: what the operator's start-up reader
+(qdd.controller.startup_logs) reads through ``pods/log``, as from a real engine."""
+
+
+def engine_logs(folder: Path | None = None) -> list[dict[str, Any]]:
+    """kwok's ClusterLogs (kwok.x-k8s.io/v1alpha1): every container named ``vllm`` logs :data:`ENGINE_LOG`.
+    kwok reads a container runtime's log file (CRI format: ``<RFC 3339 time> stdout F <line>`` per line):
+    with ``folder``, that file is written there from :data:`ENGINE_LOG`; nothing without one."""
+    if folder is None:
+        return []
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "vllm-engine.cri.log"
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f000Z")
+    text = (Path(__file__).resolve().parents[2] / ENGINE_LOG).read_text()
+    path.write_text("".join(f"{stamp} stdout F {line}\n" for line in text.splitlines()))
+    return [{"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterLogs", "metadata": {"name": "qdd-engine-logs"},
+             "spec": {"logs": [{"containers": ["vllm"], "logsFile": str(path)}]}}]
+
+
 def admission_objects() -> list[dict[str, Any]]:
     """The MutatingAdmissionPolicy (admissionregistration.k8s.io/v1, GA in Kubernetes 1.36) that
     copies a namespace's ConfigMap ``qdd-sim-engine-startup`` onto each engine pod it creates, and
@@ -295,7 +343,9 @@ def admission_objects() -> list[dict[str, Any]]:
              ".map(k, JSONPatch{op: 'add', path: '/metadata/annotations/' + jsonpatch.escapeKey('" + PREFIX + "' + k), "
              "value: params.data[k]}) + (variables.probeKillMs >= 0 ? [JSONPatch{op: 'add', path: "
              "'/metadata/annotations/' + jsonpatch.escapeKey('" + PREFIX + "probe-kill'), "
-             "value: string(variables.probeKillMs) + 'ms'}] : [])")
+             "value: string(variables.probeKillMs) + 'ms'}] : []) + ('cache-aware' in params.data && "
+             "params.data['cache-aware'] == 'true' ? [JSONPatch{op: 'add', path: '/metadata/annotations/' + "
+             "jsonpatch.escapeKey('" + HOLD + "'), value: 'cache-aware'}] : [])")
     timed = "has(params.data) && ['weights', 'compile', 'graphs', 'time-scale'].all(k, k in params.data)"
     probe = "object.spec.containers[0].startupProbe"
     variables = [
@@ -333,17 +383,44 @@ def admission_objects() -> list[dict[str, Any]]:
         "spec": {"policyName": "qdd-sim-engine-startup",
                  "paramRef": {"name": CONFIGMAP, "parameterNotFoundAction": "Allow"}},
     }
+    return [policy, binding, *_hold_for_init_objects()]
+
+
+def _hold_for_init_objects() -> list[dict[str, Any]]:
+    """A second policy, without parameters: an engine pod with the weight cache's init container
+    (``weights-select``) waits for hack/fake_tray_disks.py to run it, with or without the ConfigMap."""
+    name = "qdd-sim-tray-disks"
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicy", "metadata": {"name": name},
+        "spec": {
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                                    "resources": ["pods"]}]},
+            "matchConditions": [{"name": "engine-pod-with-weight-cache", "expression":
+                                 "has(object.metadata.labels) && 'qdd.dev/role' in object.metadata.labels && "
+                                 "object.metadata.labels['qdd.dev/role'] in ['prefill', 'decode'] && "
+                                 "has(object.spec.initContainers) && "
+                                 "object.spec.initContainers.exists(c, c.name == 'weights-select')"}],
+            "failurePolicy": "Fail", "reinvocationPolicy": "Never",
+            "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression":
+                           "(has(object.metadata.annotations) ? [] : [JSONPatch{op: 'add', path: '/metadata/annotations', "
+                           "value: {}}]) + [JSONPatch{op: 'add', path: '/metadata/annotations/' + jsonpatch.escapeKey('"
+                           + HOLD + "'), value: 'init'}]"}}],
+        },
+    }
+    binding = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicyBinding",
+               "metadata": {"name": name}, "spec": {"policyName": name}}
     return [policy, binding]
 
 
 def main(argv: list[str]) -> int:
-    if argv[1:] == ["stages"]:
-        sys.stdout.write(yaml.safe_dump_all(stages(), sort_keys=False, width=1000))
+    if argv[1:2] == ["stages"] and len(argv) in (2, 3):
+        logs = engine_logs(Path(argv[2])) if len(argv) == 3 else []
+        sys.stdout.write(yaml.safe_dump_all(stages() + weight_cache_stages() + logs, sort_keys=False, width=1000))
         return 0
     if argv[1:] == ["admission"]:
         json.dump({"apiVersion": "v1", "kind": "List", "items": admission_objects()}, sys.stdout, indent=1)
         return 0
-    sys.stderr.write("usage: engine_stages.py stages|admission\n")
+    sys.stderr.write("usage: engine_stages.py stages [ENGINE_LOG_DIR]|admission\n")
     return 2
 
 

@@ -11,6 +11,8 @@ cluster_dir="$KWOK_WORKDIR/clusters/$name"
 cluster_kc="$cluster_dir/kubeconfig.yaml"
 ctx="kwok-$name"
 # Test doubles started with the cluster (hack/<name>.py), stopped with it.
-doubles=(fake_compute_domain_driver fake_preflight_result fake_bench_result fake_canary_router)
+doubles=(fake_compute_domain_driver fake_preflight_result fake_bench_result fake_canary_router fake_tray_disks)
+# The trays' disks and the claims' contents as host folders (hack/fake_tray_disks.py).
+tray_disks="$state/disks"
 # The canary's router double writes its URL here; the operator's QDD_CANARY_URL_OVERRIDE reads it.
 canary_url_file="$state/fake-canary-router.url"

@@ -6,10 +6,22 @@ Used by hack/cluster-up.sh (``... | kubectl apply -f -``); standard library only
 Per rack ``r`` (1-based): 18 kwok-managed compute trays ``gb200-r<r>-n01..n18``, each arm64 with
 ``nvidia.com/gpu: 4`` and GPU Feature Discovery-style labels, all sharing one NVLink clique label
 ``nvidia.com/gpu.clique=<clusterUUID>.<cliqueID>``; plus, once, two CPU-only amd64 nodes
-``cpu-n01``, ``cpu-n02``. For DRA: the DeviceClass ``compute-domain-default-channel.nvidia.com``
-and one ResourceSlice per GB200 node publishing fake IMEX channel devices of the driver
-``compute-domain.nvidia.com`` (the stand-in for NVIDIA's DRA driver, see
-hack/fake_compute_domain_driver.py).
+``cpu-n01``, ``cpu-n02``.
+
+TEST DOUBLE for what NVIDIA's DRA driver (kubernetes-sigs/dra-driver-nvidia-gpu at 95932046)
+puts in the API before any ComputeDomain exists (docs/facts/dra-driver.md):
+- the DeviceClasses of its Helm chart, as the chart defines them
+  (deployments/helm/dra-driver-nvidia-gpu/templates/deviceclass-compute-domain-*.yaml):
+  ``compute-domain-default-channel.nvidia.com`` selects channel **0** only, and
+  ``compute-domain-daemon.nvidia.com``;
+- per GB200 node, the ResourceSlice its ComputeDomain kubelet plugin publishes
+  (cmd/compute-domain-kubelet-plugin/driver.go, deviceinfo.go): one pool named after the node,
+  devices ``channel-0`` and ``daemon-0`` with the attributes ``type`` and ``id``, nothing
+  multi-allocatable. So the real scheduler gives one channel claim per node, as it would there.
+Left out: the gpu.nvidia.com side of the driver (GPUs are the device plugin's
+``nvidia.com/gpu`` here), host-managed IMEX, the ResourceSlice's owner reference to the Node.
+The ComputeDomain controller and the kubelet plugin's Prepare checks are
+hack/fake_compute_domain_driver.py; the contract test is tests/unit/test_dra_double.py.
 
 The clique value of rack ``r`` is deterministic (see :func:`clique`), so tests can compute it.
 """
@@ -23,6 +35,7 @@ import uuid
 
 DRIVER = "compute-domain.nvidia.com"
 DEVICE_CLASS = "compute-domain-default-channel.nvidia.com"
+DAEMON_DEVICE_CLASS = "compute-domain-daemon.nvidia.com"
 GPUS_PER_NODE = 4
 NODES_PER_RACK = 18
 GPU_MEMORY_MIB = 189471
@@ -103,22 +116,31 @@ def cpu_node(index: int) -> dict:
                  capacity, allocatable)
 
 
-def device_class() -> dict:
+def _class(name: str, expression: str) -> dict:
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "DeviceClass",
-        "metadata": {"name": DEVICE_CLASS, "labels": {"qdd.dev/test-double": "true"}},
-        "spec": {
-            "selectors": [
-                {"cel": {"expression": (
-                    f'device.driver == "{DRIVER}" && '
-                    f'device.attributes["{DRIVER}"].type == "channel"')}}
-            ]
-        },
+        "metadata": {"name": name, "labels": {"qdd.dev/test-double": "true"}},
+        "spec": {"selectors": [{"cel": {"expression": expression}}]},
     }
 
 
-def resource_slice(rack: int, index: int, channels: int) -> dict:
+def device_classes() -> list[dict]:
+    """The chart's two ComputeDomain DeviceClasses, their CEL expressions as the chart writes them."""
+    attr = f"device.attributes['{DRIVER}']"
+    return [
+        _class(DEVICE_CLASS, f"device.driver == '{DRIVER}' && {attr}.type == 'channel' && {attr}.id == 0"),
+        _class(DAEMON_DEVICE_CLASS, f"device.driver == '{DRIVER}' && {attr}.type == 'daemon'"),
+    ]
+
+
+def _device(kind: str, ident: int) -> dict:
+    return {"name": f"{kind}-{ident}", "attributes": {"type": {"string": kind}, "id": {"int": ident}}}
+
+
+def resource_slice(rack: int, index: int) -> dict:
+    """The kubelet plugin's slice of one node: channel 0 and daemon 0 (the plugin skips channels
+    other than 0, driver.go computeDomainPublishedDevices)."""
     node = node_name(rack, index)
     return {
         "apiVersion": "resource.k8s.io/v1",
@@ -131,38 +153,27 @@ def resource_slice(rack: int, index: int, channels: int) -> dict:
             "driver": DRIVER,
             "nodeName": node,
             "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-            "devices": [
-                {
-                    "name": f"channel-{i}",
-                    "attributes": {
-                        "type": {"string": "channel"},
-                        "id": {"int": i},
-                    },
-                }
-                for i in range(channels)
-            ],
+            "devices": [_device("channel", 0), _device("daemon", 0)],
         },
     }
 
 
-def render(racks: int, channels: int, cpu_nodes: int, what: str) -> dict:
+def render(racks: int, cpu_nodes: int, what: str) -> dict:
     items: list[dict] = []
     if what in ("all", "nodes"):
         for r in range(1, racks + 1):
             items += [gb200_node(r, i) for i in range(1, NODES_PER_RACK + 1)]
         items += [cpu_node(i) for i in range(1, cpu_nodes + 1)]
     if what in ("all", "dra"):
-        items.append(device_class())
+        items += device_classes()
         for r in range(1, racks + 1):
-            items += [resource_slice(r, i, channels) for i in range(1, NODES_PER_RACK + 1)]
+            items += [resource_slice(r, i) for i in range(1, NODES_PER_RACK + 1)]
     return {"apiVersion": "v1", "kind": "List", "items": items}
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--racks", type=int, default=1, help="number of GB200 NVL72 racks (default 1)")
-    p.add_argument("--channels", type=int, default=8,
-                   help="fake IMEX channel devices published per GB200 node (default 8)")
     p.add_argument("--cpu-nodes", type=int, default=2, help="CPU-only amd64 nodes (default 2)")
     p.add_argument("--what", choices=("all", "nodes", "dra"), default="all")
     p.add_argument("--clique", type=int, metavar="RACK",
@@ -173,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if a.racks < 1:
         p.error("--racks must be >= 1")
-    json.dump(render(a.racks, a.channels, a.cpu_nodes, a.what), sys.stdout, indent=1)
+    json.dump(render(a.racks, a.cpu_nodes, a.what), sys.stdout, indent=1)
     sys.stdout.write("\n")
     return 0
 

@@ -55,6 +55,12 @@ class Kube:
         self.env["QDD_CLUSTER"] = cluster
         self.env["QDD_RACKS"] = os.environ.get("QDD_TEST_RACKS", "1")
         self.env["PATH"] = os.pathsep.join([str(BIN), str(VENV_BIN), os.environ.get("PATH", "")])
+        # kubectl's discovery cache is keyed by host:port under ~/.kube/cache: another cluster on
+        # this machine that had the same API server port leaves resource types this one does not
+        # serve (`kubectl get all` then fails on a stranger's CRD). One fresh cache per handle.
+        cache = REPO / ".qdd" / "kube-cache" / cluster
+        shutil.rmtree(cache, ignore_errors=True)
+        self.env["KUBECACHEDIR"] = str(cache)
         self.kubectl_bin = str(BIN / "kubectl") if (BIN / "kubectl").exists() else (
             shutil.which("kubectl") or "kubectl")
         self.timings: dict[str, float] = {}
@@ -142,6 +148,17 @@ def _run_script(script: str, env: dict, log_name: str, timeout: float) -> float:
     return took
 
 
+def keep_logs(cluster: str) -> None:
+    """Copy the test doubles' and the control plane's logs of ``cluster`` to .qdd/logs/<cluster>/
+    before hack/cluster-down.sh deletes them, for whoever reads a failure afterwards."""
+    out = LOGS / cluster
+    shutil.rmtree(out, ignore_errors=True)
+    for d in (REPO / ".qdd" / "clusters" / cluster, REPO / ".qdd" / "kwok" / "clusters" / cluster / "logs"):
+        for f in d.glob("*.log") if d.is_dir() else ():
+            out.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(f, out / f.name)
+
+
 def _session_lock(cluster: str):
     """Serializes test sessions of one checkout that use the same cluster (one would tear the
     cluster down under the other). Held until the process ends; not inherited by children."""
@@ -177,6 +194,7 @@ def kube() -> Kube:
         yield k
     finally:
         if not keep:
+            keep_logs(cluster)
             _run_script("cluster-down.sh", k.env, f"cluster-down-{cluster}.log", 120)
         lock.close()
 
@@ -224,7 +242,8 @@ def operator(kube: Kube):
     kube.kubectl("apply", "--server-side", "--force-conflicts", "-f",
                  str(REPO / "crds" / "qdd.dev_qwendisaggdeployments.yaml"), "-f",
                  str(REPO / "crds" / "qdd.dev_qwendisaggbenchmarks.yaml"), "-f",
-                 str(REPO / "crds" / "qdd.dev_qwendisaggrolescales.yaml"))
+                 str(REPO / "crds" / "qdd.dev_qwendisaggrolescales.yaml"), "-f",
+                 str(REPO / "crds" / "qdd-tray-claims-policy.yaml"))
     wait_established(kube, "qwendisaggdeployments.qdd.dev")
     wait_established(kube, "qwendisaggbenchmarks.qdd.dev")
     wait_established(kube, "qwendisaggrolescales.qdd.dev")

@@ -18,14 +18,26 @@ from qdd.render import render_all
 from .conftest import LOGS, Kube
 
 # Every kind qdd applies (qdd.controller.children.MANAGED_KINDS) except Pod, checked on its own.
-CHILD_KINDS = ("computedomains,workloads,podgroups,serviceaccounts,roles,rolebindings,services,"
-               "poddisruptionbudgets,statefulsets,jobs,deployments")
+CHILD_KINDS = ("computedomains,resourceclaims,workloads,podgroups,serviceaccounts,roles,rolebindings,services,"
+               "poddisruptionbudgets,daemonsets,statefulsets,jobs,deployments,configmaps")
 ENGINE_ROLES = ("prefill", "decode")
 
 
 def rendered(cr: dict[str, Any], gang: bool = True) -> list[dict[str, Any]]:
     """What the working tree's qdd renders for ``cr`` (`qdd render` does the same)."""
     return render_all(build_plan(parse_resource(cr)), gang)
+
+
+def _rendered_kind(o: dict[str, Any], uid: str) -> bool:
+    """Whether a labelled object is one qdd renders: not a ConfigMap of someone else's (a user's perf
+    profile, a benchmark's results), not a ResourceClaim the resource-claim controller made for a pod
+    from a template (the pod is its controller); the tray claims qdd renders are checked."""
+    refs = [r for r in o["metadata"].get("ownerReferences") or [] if r.get("controller")]
+    if o["kind"] == "ConfigMap":
+        return any(r.get("uid") == uid for r in refs)
+    if o["kind"] == "ResourceClaim":
+        return not any(r.get("kind") == "Pod" for r in refs)
+    return True
 
 
 def _problems(kube: Kube, cr: dict[str, Any], want: list[dict[str, Any]]) -> list[str]:
@@ -40,7 +52,7 @@ def _problems(kube: Kube, cr: dict[str, Any], want: list[dict[str, Any]]) -> lis
     if ready.get("status") != "True":
         out.append(f"Ready {ready.get('status')} ({ready.get('reason')})")
     sel = f"qdd.dev/deployment={name}"
-    live = kube.get(CHILD_KINDS, namespace=ns, selector=sel)["items"]
+    live = [o for o in kube.get(CHILD_KINDS, namespace=ns, selector=sel)["items"] if _rendered_kind(o, uid)]
     want_keys = sorted((o["kind"], o["metadata"]["name"]) for o in want if o["kind"] != "Pod")
     live_keys = sorted((o["kind"], o["metadata"]["name"]) for o in live)
     if live_keys != want_keys:

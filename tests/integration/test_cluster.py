@@ -87,14 +87,17 @@ def test_cpu_nodes_have_no_gpus(kube):
 def test_dra_objects_published(kube):
     dc = kube.get("deviceclass", DEVICE_CLASS)
     expr = dc["spec"]["selectors"][0]["cel"]["expression"]
-    assert 'device.driver == "compute-domain.nvidia.com"' in expr
+    # The chart's class: channel 0 only (docs/facts/dra-driver.md).
+    assert expr.endswith("device.attributes['compute-domain.nvidia.com'].id == 0")
+    assert kube.exists("deviceclass", "compute-domain-daemon.nvidia.com")
     slices = [s for s in kube.get("resourceslices")["items"]
               if s["spec"]["driver"] == CD_TEMPLATE_DRIVER]
     assert sorted(s["spec"]["nodeName"] for s in slices) == GB200
     for s in slices:
         assert s["spec"]["pool"]["name"] == s["spec"]["nodeName"]
-        assert [d["name"] for d in s["spec"]["devices"]] == [f"channel-{i}" for i in range(8)]
-        assert all(d["attributes"]["type"]["string"] == "channel" for d in s["spec"]["devices"])
+        # What the kubelet plugin publishes: channel 0 and the daemon device, nothing else.
+        assert [d["name"] for d in s["spec"]["devices"]] == ["channel-0", "daemon-0"]
+        assert [d["attributes"]["type"]["string"] for d in s["spec"]["devices"]] == ["channel", "daemon"]
     crd = kube.get("crd", "computedomains.resource.nvidia.com")
     assert crd["spec"]["scope"] == "Namespaced"
     assert [v["name"] for v in crd["spec"]["versions"]] == ["v1beta1"]
@@ -129,13 +132,13 @@ def test_compute_domain_pod_scheduling_and_gc(kube, namespace: str):
     kube.apply(_compute_domain("cd-seed", "cd-seed-channel"), namespace=ns)
     cd = kube.get("computedomain", "cd-seed", namespace=ns)
 
-    # The driver double creates the ResourceClaimTemplate, owned by the ComputeDomain ...
+    # The driver double creates the ResourceClaimTemplate as the driver does: labelled with the
+    # ComputeDomain's UID, no owner reference (its cleanup deletes it with the ComputeDomain) ...
     rct = kube.wait_for(lambda: kube.exists("resourceclaimtemplate", "cd-seed-channel", ns)
                         and kube.get("resourceclaimtemplate", "cd-seed-channel", ns),
                         timeout=30, desc="ResourceClaimTemplate cd-seed-channel")
-    owner = rct["metadata"]["ownerReferences"][0]
-    assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == (
-        "ComputeDomain", "cd-seed", cd["metadata"]["uid"], True)
+    assert rct["metadata"]["labels"]["resource.nvidia.com/computeDomain"] == cd["metadata"]["uid"]
+    assert "ownerReferences" not in rct["metadata"]
     req = rct["spec"]["spec"]["devices"]["requests"]
     assert len(req) == 1 and req[0]["exactly"]["deviceClassName"] == DEVICE_CLASS
     # ... and reports the domain Ready through the status subresource.
@@ -164,9 +167,10 @@ def test_compute_domain_pod_scheduling_and_gc(kube, namespace: str):
     assert len(results) == 1
     assert results[0]["driver"] == CD_TEMPLATE_DRIVER
     assert results[0]["pool"] == node
-    assert re.fullmatch(r"channel-[0-7]", results[0]["device"])
+    assert results[0]["device"] == "channel-0"
     assert [r["name"] for r in claim["status"]["reservedFor"]] == ["engine-0"]
-    assert claim["metadata"]["labels"]["resource.nvidia.com/computeDomain"] == cd["metadata"]["uid"]
+    config = claim["spec"]["devices"]["config"][0]["opaque"]["parameters"]
+    assert (config["kind"], config["domainID"]) == ("ComputeDomainChannelConfig", cd["metadata"]["uid"])
 
     # The double reports the node that joined the domain.
     status = kube.wait_for(
@@ -175,10 +179,10 @@ def test_compute_domain_pod_scheduling_and_gc(kube, namespace: str):
     assert [n["name"] for n in status["nodes"]] == [node]
     assert status["nodes"][0]["cliqueID"] == objects.clique(1)
 
-    # Deleting the ComputeDomain: the garbage collector deletes the template.
+    # Deleting the ComputeDomain: the driver (double) deletes its stale template.
     kube.kubectl("delete", "computedomain", "cd-seed", "-n", ns)
     kube.wait_for(lambda: not kube.exists("resourceclaimtemplate", "cd-seed-channel", ns),
-                  timeout=60, desc="ResourceClaimTemplate garbage-collected")
+                  timeout=60, desc="ResourceClaimTemplate deleted")
     kube.kubectl("delete", "pod", "engine-0", "-n", ns, "--wait=false")
 
 

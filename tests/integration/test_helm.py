@@ -171,13 +171,19 @@ def release_ns(kube: Kube):
             kube.kubectl("annotate", "crd", crd, "--overwrite", f"meta.helm.sh/release-name={RELEASE}",
                          f"meta.helm.sh/release-namespace={RELEASE_NS}")
             kube.kubectl("label", "crd", crd, "--overwrite", "app.kubernetes.io/managed-by=Helm")
+    # the tray-claims admission policy and its binding (installed with the CRDs) the same way
+    for kind in ("mutatingadmissionpolicy", "mutatingadmissionpolicybinding"):
+        if kube.exists(kind, "qdd-tray-claims"):
+            kube.kubectl("annotate", kind, "qdd-tray-claims", "--overwrite", f"meta.helm.sh/release-name={RELEASE}",
+                         f"meta.helm.sh/release-namespace={RELEASE_NS}")
+            kube.kubectl("label", kind, "qdd-tray-claims", "--overwrite", "app.kubernetes.io/managed-by=Helm")
     yield RELEASE_NS
     helm(kube, "uninstall", RELEASE, "-n", RELEASE_NS, "--ignore-not-found", "--wait", check=False)
     for ns in (RELEASE_NS, APPS_NS):
         kube.kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait=false", check=False)
     # Leave the current CRD for the tests that follow (a kubectl server-side apply of crds/).
     kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_FILE), "-f", str(BENCHMARK_CRD_FILE),
-                 "-f", str(ROLESCALE_CRD_FILE), check=False)
+                 "-f", str(ROLESCALE_CRD_FILE), "-f", str(REPO / "crds" / "qdd-tray-claims-policy.yaml"), check=False)
     print("\nhelm timings: " + ", ".join(f"{k} {v:.1f}s" for k, v in sorted(TIMINGS.items())))
 
 

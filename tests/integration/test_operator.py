@@ -80,14 +80,16 @@ def test_base_example_goes_ready_in_one_clique(kube, operator, namespace, path):
     assert set(decode) == {"leader", "worker"}
     assert decode["leader"]["spec"]["nodeName"] != decode["worker"]["spec"]["nodeName"]
 
-    # The IMEX channel claims: one per engine pod (and per preflight pod), allocated and reserved
-    # by the real scheduler.
+    # The IMEX channel claims (one per tray: docs/placement.md#imex-channels-one-claim-per-tray):
+    # one per pair of DEP2 prefill pods, one per decode pod (and per preflight pod), allocated and
+    # reserved by the real scheduler, each on the tray of the pods that hold it.
     claims = [c for c in kube.get("resourceclaims", namespace=namespace)["items"] if "preflight" not in c["metadata"]["name"]]
-    assert len(claims) == n + 2
+    assert len(claims) == -(-n // 2) + 2
     for c in claims:
         alloc = c["status"]["allocation"]["devices"]["results"]
-        assert alloc and alloc[0]["driver"] == "compute-domain.nvidia.com"
-        assert c["status"]["reservedFor"]
+        assert alloc and alloc[0]["driver"] == "compute-domain.nvidia.com" and alloc[0]["device"] == "channel-0"
+        holders = {p["spec"]["nodeName"] for p in engine if p["metadata"]["uid"] in {r["uid"] for r in c["status"]["reservedFor"]}}
+        assert holders == {alloc[0]["pool"]}
     cd = kube.get("computedomains", f"{name}-compute-domain", namespace)
     assert cd["status"]["status"] == "Ready"
 

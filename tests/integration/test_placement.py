@@ -22,7 +22,9 @@ from typing import Any
 import pytest
 import yaml
 
-from .conftest import REPO, VENV_BIN, Kube, _run_script
+from qdd.render.trayclaims import bind_domain
+
+from .conftest import REPO, VENV_BIN, Kube, _run_script, keep_logs
 
 _spec = importlib.util.spec_from_file_location("qdd_sim_objects", REPO / "hack/cluster/objects.py")
 objects = importlib.util.module_from_spec(_spec)
@@ -46,6 +48,7 @@ def racks2():
     k = _cluster("racks", 2, True)
     yield k
     if os.environ.get("QDD_KEEP_CLUSTER") != "1":
+        keep_logs(k.cluster)
         _run_script("cluster-down.sh", k.env, f"cluster-down-{k.cluster}.log", 120)
 
 
@@ -67,6 +70,23 @@ def qdd_render(obj: dict[str, Any], placement: str) -> str:
     return p.stdout
 
 
+def apply_rendered(k: Kube, ns: str, text: str) -> None:
+    """Apply `qdd render` output as the operator does: ComputeDomains first, then the tray
+    ResourceClaims bound to their domain's uid (qdd.render.trayclaims.bind_domain; the operator
+    creates them on the pass that sees the domain) with the Workloads, then the rest."""
+    objs = [o for o in yaml.safe_load_all(text) if o]
+    cds = [o for o in objs if o["kind"] == "ComputeDomain"]
+    if cds:
+        k.apply(cds, namespace=ns)
+    observed = [k.get("computedomain", o["metadata"]["name"], ns) for o in cds]
+    rest = [b for o in objs if o["kind"] != "ComputeDomain"
+            and (b := bind_domain(o, observed) if o["kind"] == "ResourceClaim" else o) is not None]
+    first = [o for o in rest if o["kind"] in ("ResourceClaim", "Workload")]
+    if first:
+        k.apply(first, namespace=ns)
+    k.apply([o for o in rest if o not in first], namespace=ns)
+
+
 def fillers(k: Kube, ns: str, trays: dict[str, tuple[int, str]]) -> None:
     """A pod bound to each tray holding ``(gpus, cpu)`` of it."""
     items = [{"apiVersion": "v1", "kind": "Pod", "metadata": {
@@ -79,7 +99,8 @@ def fillers(k: Kube, ns: str, trays: dict[str, tuple[int, str]]) -> None:
 
 
 def install_crd(k: Kube) -> None:
-    k.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds" / "qdd.dev_qwendisaggdeployments.yaml"))
+    k.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds" / "qdd.dev_qwendisaggdeployments.yaml"),
+              "-f", str(REPO / "crds" / "qdd-tray-claims-policy.yaml"))
     # `kubectl wait` errs when the status has no conditions yet (a CRD applied a moment ago)
     k.wait_for(lambda: any(c["type"] == "Established" and c["status"] == "True" for c in (
         k.get("crd", "qwendisaggdeployments.qdd.dev").get("status") or {}).get("conditions") or []),
@@ -150,7 +171,7 @@ def test_fragmented_racks_affinity_path_strands_pods_gang_path_places_all_in_the
         cliques = clique_of(k)
         ns = new_ns(k)
         try:
-            k.apply(qdd_render(cr("old", ns), "affinity"), namespace=ns)
+            apply_rendered(k, ns, qdd_render(cr("old", ns), "affinity"))
             pods = settle(k, ns, "old", 6)
             placed = bound(pods)
             assert 0 < len(placed) < 6, [(p["metadata"]["name"], p["spec"].get("nodeName")) for p in pods]
@@ -160,12 +181,16 @@ def test_fragmented_racks_affinity_path_strands_pods_gang_path_places_all_in_the
         for rep in range(10):
             ns = new_ns(k)
             try:
-                k.apply(qdd_render(cr("seed", ns), "gang"), namespace=ns)
+                apply_rendered(k, ns, qdd_render(cr("seed", ns), "gang"))
                 pods = all_bound(k, ns, "seed", 6)
                 assert {cliques[p["spec"]["nodeName"]] for p in pods} == {R2}, f"repetition {rep}"
                 assert all(p["spec"]["schedulingGroup"] == {"podGroupName": "seed-engines"} for p in pods)
-                claims = k.get("resourceclaims", namespace=ns)["items"]  # the IMEX channel of every pod
-                assert len(claims) == 6 and all(c["status"].get("allocation") for c in claims)
+                claims = {c["metadata"]["name"]: c for c in k.get("resourceclaims", namespace=ns)["items"]}
+                for p in pods:  # the IMEX channel of every pod: its tray's claim or its own, allocated
+                    held = [c.get("resourceClaimName") for c in p["spec"].get("resourceClaims") or []] + [
+                        c.get("resourceClaimName") for c in p["status"].get("resourceClaimStatuses") or []]
+                    held = [n for n in held if n]
+                    assert held and all(claims[n]["status"].get("allocation") for n in held), p["metadata"]["name"]
             finally:
                 drop_ns(k, ns)
     finally:
@@ -187,7 +212,7 @@ def test_two_deployments_fill_one_rack_exactly_a_third_with_dep16_goes_to_the_ne
             for name, prefill, want_rack, pods in (("a", 10, R1, 14), ("b", 10, R1, 14), ("c", 4, R2, 8)):
                 ns = new_ns(k)
                 spaces.append(ns)
-                k.apply(qdd_render(cr(name, ns, prefill=prefill, decode_dp=16), "gang"), namespace=ns)
+                apply_rendered(k, ns, qdd_render(cr(name, ns, prefill=prefill, decode_dp=16), "gang"))
                 got = all_bound(k, ns, name, pods, timeout=90)
                 assert {cliques[p["spec"]["nodeName"]] for p in got} == {want_rack}, name
             per_node: dict[str, int] = {}
@@ -264,6 +289,7 @@ def noapi():
     k = _cluster("noapi", 1, False)
     yield k
     if os.environ.get("QDD_KEEP_CLUSTER") != "1":
+        keep_logs(k.cluster)
         _run_script("cluster-down.sh", k.env, f"cluster-down-{k.cluster}.log", 120)
 
 

@@ -30,6 +30,7 @@ import pytest
 import yaml
 
 from qdd.controller.children import APPLIED_HASH, MANAGED_KINDS, manifest_hash
+from qdd.render.trayclaims import bind_domain
 
 from .conftest import REPO, VENV_BIN, Kube
 
@@ -40,7 +41,9 @@ PLURALS = {"ComputeDomain": "computedomains.resource.nvidia.com", "ServiceAccoun
            "Service": "services", "StatefulSet": "statefulsets.apps", "Job": "jobs.batch", "Pod": "pods",
            "Deployment": "deployments.apps", "PodDisruptionBudget": "poddisruptionbudgets.policy",
            "Workload": "workloads.scheduling.k8s.io", "PodGroup": "podgroups.scheduling.k8s.io",
-           "QwenDisaggRoleScale": "qwendisaggrolescales.qdd.dev"}
+           "QwenDisaggRoleScale": "qwendisaggrolescales.qdd.dev",
+           "ResourceClaim": "resourceclaims.resource.k8s.io", "ConfigMap": "configmaps",
+           "DaemonSet": "daemonsets.apps"}
 
 
 
@@ -176,6 +179,9 @@ def check_same(rendered: list[dict[str, Any]], live: dict[tuple[str, str], dict[
             "apiVersion": cr["apiVersion"], "kind": cr["kind"], "name": cr["metadata"]["name"],
             "uid": cr["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}]
         want["metadata"].setdefault("annotations", {})[APPLIED_HASH] = manifest_hash(r)
+        if r["kind"] == "ResourceClaim":  # and a tray claim's domainID, the live ComputeDomain's UID
+            want = bind_domain(want, [v for (kind, _), v in live.items() if kind == "ComputeDomain"])
+            assert want is not None, f"{k}: applied before its ComputeDomain"
         fields = applied_fields(o)
         # apiVersion and kind are part of every apply request, never of the field set.
         compare({k2: v for k2, v in want.items() if k2 not in ("apiVersion", "kind")},

@@ -100,6 +100,12 @@ def _hand_crds_to(kube: Kube, release: str, namespace: str) -> None:
             kube.kubectl("annotate", "crd", crd, "--overwrite", f"meta.helm.sh/release-name={release}",
                          f"meta.helm.sh/release-namespace={namespace}")
             kube.kubectl("label", "crd", crd, "--overwrite", "app.kubernetes.io/managed-by=Helm")
+    # the tray-claims admission policy and its binding (installed with the CRDs) the same way
+    for kind in ("mutatingadmissionpolicy", "mutatingadmissionpolicybinding"):
+        if kube.exists(kind, "qdd-tray-claims"):
+            kube.kubectl("annotate", kind, "qdd-tray-claims", "--overwrite", f"meta.helm.sh/release-name={release}",
+                         f"meta.helm.sh/release-namespace={namespace}")
+            kube.kubectl("label", kind, "qdd-tray-claims", "--overwrite", "app.kubernetes.io/managed-by=Helm")
 
 
 @pytest.fixture
@@ -113,7 +119,7 @@ def release(kube: Kube, operator):
     helm(kube, "uninstall", RELEASE, "-n", RELEASE_NS, "--ignore-not-found", "--wait", check=False)
     kube.kubectl("delete", "namespace", RELEASE_NS, "--ignore-not-found", "--wait=false", check=False)
     kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_FILE), "-f", str(BENCHMARK_CRD_FILE),
-                 "-f", str(ROLESCALE_CRD_FILE))
+                 "-f", str(ROLESCALE_CRD_FILE), "-f", str(REPO / "crds" / "qdd-tray-claims-policy.yaml"))
     wait_established(kube, CRD_NAME, BENCHMARK_CRD_NAME)
 
 

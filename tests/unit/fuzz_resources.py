@@ -77,6 +77,8 @@ def resources(draw: Any) -> dict[str, Any]:
                                            "effect": "NoSchedule"}]
     if draw(st.booleans()):
         spec["model"]["source"] = {"pvc": {"claimName": draw(dns_label), "subPath": f"{model}{suffix}"}}
+        if draw(st.booleans()):
+            spec["model"]["cache"] = {"digest": "sha256:" + draw(st.from_regex(r"\A[0-9a-f]{64}\Z", fullmatch=True))}
     shared = draw(st.lists(st.sampled_from(HARMLESS_ARGS), max_size=2))
     for role in ("prefill", "decode"):
         # Mostly the same extra args on both roles (must-match flags then agree), sometimes not.

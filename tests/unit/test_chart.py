@@ -88,18 +88,21 @@ NAMESPACED = {
     ("qdd.dev", "qwendisaggrolescales"): {"get", "list", "watch", "create", "patch", "delete"},
     ("qdd.dev", "qwendisaggrolescales/scale"): {"get", "patch"},
     ("qdd.dev", "qwendisaggrolescales/status"): {"get", "patch"},
-    ("", "configmaps"): {"get", "create", "patch"},
+    ("", "configmaps"): {"get", "list", "watch", "create", "patch", "delete"},
     ("", "events"): {"create"},
     ("", "pods"): {"get", "list", "watch", "create", "patch", "delete"},
+    ("", "pods/log"): {"get"},
     ("", "services"): {"list", "watch", "create", "patch", "delete"},
     ("", "serviceaccounts"): {"list", "watch", "create", "patch", "delete"},
     ("apps", "statefulsets"): {"list", "watch", "create", "patch", "delete"},
+    ("apps", "daemonsets"): {"list", "watch", "create", "patch", "delete"},
     ("apps", "deployments"): {"list", "watch", "create", "patch", "delete"},
     ("batch", "jobs"): {"list", "watch", "create", "patch", "delete"},
     ("policy", "poddisruptionbudgets"): {"list", "watch", "create", "patch", "delete"},
     ("rbac.authorization.k8s.io", "roles"): {"list", "watch", "create", "patch", "delete"},
     ("rbac.authorization.k8s.io", "rolebindings"): {"list", "watch", "create", "patch", "delete"},
     ("resource.nvidia.com", "computedomains"): {"get", "list", "watch", "create", "patch", "delete"},
+    ("resource.k8s.io", "resourceclaims"): {"list", "watch", "create", "patch", "delete"},
     ("scheduling.k8s.io", "workloads"): {"list", "watch", "create", "patch", "delete"},
     ("scheduling.k8s.io", "podgroups"): {"list", "watch", "create", "patch", "delete"},
 }
@@ -159,9 +162,15 @@ def test_default_install_objects(default):
         ("CustomResourceDefinition", "qwendisaggdeployments.qdd.dev"),
         ("CustomResourceDefinition", "qwendisaggbenchmarks.qdd.dev"),
         ("CustomResourceDefinition", "qwendisaggrolescales.qdd.dev"),
+        # docs/placement.md#imex-channels-one-claim-per-tray
+        ("MutatingAdmissionPolicy", "qdd-tray-claims"),
+        ("MutatingAdmissionPolicyBinding", "qdd-tray-claims"),
     ])
+    policy = [o for o in default if o["kind"].startswith("MutatingAdmissionPolicy")]
+    assert policy == list(yaml.safe_load_all((ROOT / "crds" / "qdd-tray-claims-policy.yaml").read_text()))
     for o in default:
-        if o["kind"] not in ("ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"):
+        if o["kind"] not in ("ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "MutatingAdmissionPolicy",
+                             "MutatingAdmissionPolicyBinding"):
             assert o["metadata"]["namespace"] == NS, o["metadata"]
 
 
@@ -247,7 +256,8 @@ def _plural(kind: str) -> str:
             "RoleBinding": "rolebindings", "Service": "services", "StatefulSet": "statefulsets",
             "Pod": "pods", "Deployment": "deployments", "Job": "jobs", "Workload": "workloads",
             "PodGroup": "podgroups", "PodDisruptionBudget": "poddisruptionbudgets",
-            "QwenDisaggRoleScale": "qwendisaggrolescales"}[kind]
+            "QwenDisaggRoleScale": "qwendisaggrolescales", "ResourceClaim": "resourceclaims",
+            "ConfigMap": "configmaps", "DaemonSet": "daemonsets"}[kind]
 
 
 def test_rbac_covers_what_the_operator_code_does(default):
@@ -523,10 +533,12 @@ def test_rendered_crd_text_is_the_file_plus_annotations():
 
 
 def test_kubectl_only_manifests_match_the_chart_objects(default):
-    """docs/install.md's kubectl-only install: `helm template` without the CRD, plus crds/."""
+    """docs/install.md's kubectl-only install: `helm template` without the CRD (and the tray-claims
+    admission policy, also in crds/), plus crds/."""
     objs = template("crds.install=false")
+    from_crds = ("CustomResourceDefinition", "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding")
     assert sorted((o["kind"], o["metadata"]["name"]) for o in objs) == sorted(
-        (o["kind"], o["metadata"]["name"]) for o in default if o["kind"] != "CustomResourceDefinition")
+        (o["kind"], o["metadata"]["name"]) for o in default if o["kind"] not in from_crds)
 
 
 def test_readme_and_install_doc_commands_use_this_chart():

@@ -59,7 +59,7 @@ def test_every_desired_child_is_listed_back(label, cr):
         assert listed.get(o["kind"]) == o["apiVersion"], f"{o['kind']} is not listed by the reconcile"
         assert o["metadata"]["namespace"] == cr["metadata"]["namespace"]
         assert o["metadata"]["labels"][labels.DEPLOYMENT] == cr["metadata"]["name"]
-        if o["kind"] not in ("ComputeDomain", "Workload", "PodGroup"):  # the children without a role
+        if o["kind"] not in ("ComputeDomain", "Workload", "PodGroup", "ResourceClaim"):  # the children without a role
             assert o["metadata"]["labels"][labels.ROLE] in (*labels.ROLES, "preflight")
         if o["kind"] == "StatefulSet":  # its pods are listed too (status counts them)
             t = o["spec"]["template"]["metadata"]["labels"]
@@ -145,8 +145,9 @@ CHANGES = [
     ("concurrency 4096 -> 5120 (decode pods only)", lambda s: s["workload"].update(concurrency=5120), [], []),
     # The Workload's template says the new gang size (its spec is immutable: replaced); the
     # PodGroup in use is kept (on-change: keep), so no running pod changes its group.
+    # Two more DEP2 prefill pods: one more tray, so one more tray claim (qdd.render.trayclaims).
     ("kubectl scale --replicas=6", lambda s: s["prefill"].update(endpoints=6),
-     [("StatefulSet", f"{NAME}-prefill")], [("Workload", NAME)]),
+     [("ResourceClaim", f"{NAME}-prefill-tray-2"), ("StatefulSet", f"{NAME}-prefill")], [("Workload", NAME)]),
     ("router replicas", lambda s: s.setdefault("router", {}).update(replicas=2),
      [("Deployment", f"{NAME}-router")], []),
     # A change of generation (the engine image) is a new slot, not a re-apply: test_rollout.py.
@@ -173,6 +174,7 @@ def test_a_changed_spec_reapplies_only_changed_objects(label, mutate, applied, r
     # the re-applied objects carry the new hash, and applying them converges
     after = [live(o) if (o["kind"], o["metadata"]["name"]) in applied else o for o in
              (next((a for a in d.apply if key(a) == key(x)), x) for x in obs)]
+    after += [live(a) for a in d.apply if key(a) not in {key(x) for x in obs}]  # created (a new tray claim)
     assert diff(desired_of(new), after, UID).apply == []
 
 
@@ -293,7 +295,8 @@ def test_terminating_children_are_not_deleted_on_every_pass():
     ("preflight disabled", lambda s: s["kvTransfer"].update(preflight={"enabled": False}),
      {("Service", f"{NAME}-preflight"), ("Job", f"{NAME}-preflight-serve-0"), ("Job", f"{NAME}-preflight-fetch-0")}),
     ("ComputeDomain turned off", lambda s: s["cluster"].update(computeDomain=False),
-     {("ComputeDomain", f"{NAME}-compute-domain")}),
+     {("ComputeDomain", f"{NAME}-compute-domain"), ("ResourceClaim", f"{NAME}-prefill-tray-0"),
+      ("ResourceClaim", f"{NAME}-prefill-tray-1")}),
 ])
 def test_objects_a_spec_change_drops_are_pruned(what, mutate, pruned):
     cr = cr_of()
@@ -303,12 +306,14 @@ def test_objects_a_spec_change_drops_are_pruned(what, mutate, pruned):
 
 
 def test_prune_never_touches_statefulset_pods_after_a_scale_down():
-    """Scale 6 → 4: the StatefulSet (re-applied) removes prefill-4/5; qdd never deletes them."""
+    """Scale 6 → 4: the StatefulSet (re-applied) removes prefill-4/5; qdd never deletes them. Their
+    tray claim goes (deletion waits until no pod holds it: the claim's delete protection)."""
     cr = cr_of(mutate=lambda c: c["spec"]["prefill"].update(endpoints=6))
     obs = world(cr)
     assert len(names_of([o for o in obs if o["metadata"]["name"].startswith(f"{NAME}-prefill-")], "Pod")) == 6
     d = diff(desired_of(with_spec(cr, lambda s: s["prefill"].update(endpoints=4))), obs, UID)
-    assert _names(d.apply) == [("StatefulSet", f"{NAME}-prefill")] and d.prune == []
+    assert _names(d.apply) == [("StatefulSet", f"{NAME}-prefill")]
+    assert d.prune == [("resource.k8s.io/v1", "ResourceClaim", f"{NAME}-prefill-tray-2")]
 
 
 def test_children_of_a_previous_incarnation_are_left_to_the_garbage_collector():

@@ -735,14 +735,19 @@ def _reconcile(kube: FakeKube) -> list[tuple[str, str, str]]:
 def test_reconcile_converges_and_then_writes_nothing():
     kube = FakeKube(SEED)
     desired = desired_of(SEED)
-    # first pass: every child applied, the pods of the decode group together; status written once
+    # first pass: every child applied, the pods of the decode group together; status written once;
+    # the tray claims wait for the ComputeDomain's UID (qdd.render.trayclaims.bind_domain)
     writes = _reconcile(kube)
-    assert [w for w in writes if w[0] == "apply"] == [("apply", o["kind"], o["metadata"]["name"]) for o in desired]
+    claims = [("apply", o["kind"], o["metadata"]["name"]) for o in desired if o["kind"] == "ResourceClaim"]
+    assert len(claims) == 2
+    assert [w for w in writes if w[0] == "apply"] == [("apply", o["kind"], o["metadata"]["name"]) for o in desired
+                                                      if o["kind"] != "ResourceClaim"]
     assert [w for w in writes if w[0] != "apply"] == [("patch-status", "QwenDisaggDeployment", NAME)]
     assert cond(kube.cr["status"], "Ready")["status"] == "False"
     assert conds(kube.cr["status"])["ComputeDomainReady"] == ("False", "NotReady")
     # the cluster converges: the StatefulSet's pods carry their generation from its template (no
     # label patch); one pass writes the status (and events), then nothing at all
+    assert _reconcile(kube)[:2] == claims  # the next pass (queued 2 s after a write) creates them
     kube.settle()
     assert _reconcile(kube) == [("patch-status", "QwenDisaggDeployment", NAME), ("event", "Normal", "Ready"),
                                 ("event", "Normal", "ComputeDomainReady")]
@@ -845,7 +850,7 @@ def test_a_crash_in_plan_or_render_is_plan_valid_false_not_an_operator_error(mon
     PlanValid=False, the message naming the exception, a Warning event, and nothing applied."""
     import qdd.controller.reconcile as rec
 
-    def boom(plan, gang, serving=None):
+    def boom(plan, gang, serving=None, weight_cache_root=None):
         raise ZeroDivisionError("division by zero")
 
     monkeypatch.setattr(rec, "render_all", boom)
@@ -878,9 +883,9 @@ def test_an_unchanged_spec_is_planned_and_rendered_once_a_changed_one_again(monk
     calls = []
     real = rec.render_all
 
-    def counting(plan, gang, serving=None):
+    def counting(plan, gang, serving=None, weight_cache_root=None):
         calls.append(plan.spec.workload.concurrency)
-        return real(plan, gang, serving)
+        return real(plan, gang, serving, weight_cache_root)
 
     monkeypatch.setattr(rec, "render_all", counting)
     monkeypatch.setattr(rec, "_RENDERED", type(rec._RENDERED)())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+from pathlib import Path
 
 import pytest
 
@@ -118,8 +119,39 @@ def test_engine_stage_defaults_are_the_seed_warm_start_compressed():
 
 def test_admission_policy_copies_only_the_known_keys():
     mod = _stages_module()
-    policy, binding = mod.admission_objects()
+    policy, binding, *_ = mod.admission_objects()
     expr = policy["spec"]["mutations"][0]["jsonPatch"]["expression"]
     for k in mod.PARAM_KEYS:
         assert f"'{k}'" in expr
     assert binding["spec"]["paramRef"] == {"name": "qdd-sim-engine-startup", "parameterNotFoundAction": "Allow"}
+
+
+def test_pods_waiting_for_the_tray_disks_double_are_held_above_kwok_s_pod_ready():
+    """An engine pod with the hold annotation does not start its phases (hack/fake_tray_disks.py runs its
+    init container first), a held Stage keeps kwok's pod-ready (weight 0) off it meanwhile, and the
+    weight cache's prefetch pods stay Pending until the double has run their init container."""
+    mod = _stages_module()
+    by = {s["metadata"]["name"]: s for s in mod.stages() + mod.weight_cache_stages()}
+    start = by["qdd-engine-container-start"]["spec"]["selector"]["matchExpressions"]
+    assert {"key": f'.metadata.annotations["{mod.HOLD}"]', "operator": "DoesNotExist"} in start
+    held = by["qdd-engine-held"]["spec"]
+    assert {"key": f'.metadata.annotations["{mod.HOLD}"]', "operator": "Exists"} in held["selector"]["matchExpressions"]
+    assert held["weight"] == 1 and held["delay"]["durationMilliseconds"] >= 3_600_000
+    prefetch = by["qdd-weight-cache-held"]["spec"]
+    assert prefetch["weight"] == 1 and {"key": ".status.phase", "operator": "In", "values": ["Pending"]} in \
+        prefetch["selector"]["matchExpressions"]
+    _, _, policy, binding = mod.admission_objects()
+    assert "weights-select" in policy["spec"]["matchConditions"][0]["expression"]
+    assert mod.HOLD in policy["spec"]["mutations"][0]["jsonPatch"]["expression"]
+    assert "paramRef" not in binding["spec"]  # held with or without the namespace's ConfigMap
+
+def test_the_served_engine_log_is_in_the_container_runtime_s_format(tmp_path: Path):
+    """kwok parses a CRI log file (``<time> stdout F <line>``); it refused the plain text."""
+    mod = _stages_module()
+    assert mod.engine_logs() == []
+    [logs] = mod.engine_logs(tmp_path)
+    assert logs["kind"] == "ClusterLogs" and logs["spec"]["logs"][0]["containers"] == ["vllm"]
+    lines = Path(logs["spec"]["logs"][0]["logsFile"]).read_text().splitlines()
+    src = (Path(__file__).resolve().parents[2] / mod.ENGINE_LOG).read_text().splitlines()
+    assert len(lines) == len(src) and all(re.fullmatch(r"\d{4}-\d\d-\d\dT[\d:.]+Z stdout F .*", x) for x in lines)
+    assert [x.split(" stdout F ", 1)[1] for x in lines] == src

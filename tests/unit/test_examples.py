@@ -62,9 +62,17 @@ def test_seed_example_renders_the_recipe(path):
         gpus += int(c["resources"]["limits"]["nvidia.com/gpu"])
         assert c["resources"]["requests"]["nvidia.com/gpu"] == c["resources"]["limits"]["nvidia.com/gpu"]
         assert spec["nodeSelector"]["kubernetes.io/arch"] == "arm64"
-        assert spec["resourceClaims"] == [{"name": "imex-channel", "resourceClaimTemplateName": f"{name}-imex-channel"}]
+        # Prefill DEP2 pods share one claim per tray (the admission policy renames group 0's claim
+        # for each ordinal, qdd.render.trayclaims); a decode pod fills its tray: its own claim.
+        assert spec["resourceClaims"] == ([{"name": "imex-channel", "resourceClaimName": f"{name}-prefill-tray-0"}]
+                                          if role == "prefill" else
+                                          [{"name": "imex-channel", "resourceClaimTemplateName": f"{name}-imex-channel"}])
         assert c["resources"]["claims"] == [{"name": "imex-channel"}]
     assert gpus == 2 * n + 8
+    claims = sorted(o["metadata"]["name"] for o in objs if o["kind"] == "ResourceClaim")
+    assert claims == [f"{name}-prefill-tray-{g}" for g in range(-(-n // 2))]
+    assert sts["spec"]["template"]["metadata"]["annotations"] == {
+        "qdd.dev/tray-claim-prefix": f"{name}-prefill-tray", "qdd.dev/pods-per-tray": "2"}
     assert plan_of(cr).gpus == 2 * n + 8
 
 
@@ -107,7 +115,7 @@ def test_labels_on_every_object_and_pod(seed_cr):
     for o in objs:
         lab = o["metadata"]["labels"]
         assert lab["qdd.dev/deployment"] == name
-        if o["kind"] not in ("ComputeDomain", "Workload", "PodGroup"):  # shared by both engine roles
+        if o["kind"] not in ("ComputeDomain", "Workload", "PodGroup", "ResourceClaim"):  # shared by both engine roles
             assert lab["qdd.dev/role"] in ("prefill", "decode", "router")
     for role, lab, _ in engine_pod_specs(objs):
         assert lab["qdd.dev/role"] == role and lab["qdd.dev/deployment"] == name
@@ -117,7 +125,9 @@ def test_labels_on_every_object_and_pod(seed_cr):
 
 def test_placement_gang_podgroup_and_group_anti_affinity(seed_cr):
     """With the Workload API (the default): one gang of every engine pod in one clique, no pod
-    affinity; the fallback (gang=False) keeps today's pod affinity on the clique."""
+    affinity on the clique (prefill pods sharing a tray claim: only the one that keeps them on
+    one node, qdd.render.trayclaims.pod_affinity); the fallback (gang=False) keeps today's pod
+    affinity on the clique."""
     from qdd.api import parse_resource
     from qdd.plan import build_plan
     from qdd.render import render
@@ -137,9 +147,10 @@ def test_placement_gang_podgroup_and_group_anti_affinity(seed_cr):
     assert wl["spec"]["podGroupTemplates"][0]["schedulingPolicy"] == {"gang": {"minCount": 6}}
     specs = engine_pod_specs(objs)
     assert len(specs) == 6  # 4 prefill (StatefulSet replicas) + 2 decode pods
-    for _, _, spec in specs:
+    for role, _, spec in specs:
         assert spec["schedulingGroup"] == {"podGroupName": f"{name}-engines"}
-        assert "podAffinity" not in spec["affinity"]
+        terms = spec["affinity"].get("podAffinity", {}).get("requiredDuringSchedulingIgnoredDuringExecution", [])
+        assert [t["topologyKey"] for t in terms] == (["kubernetes.io/hostname"] if role == "prefill" else [])
         assert spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
             "nodeSelectorTerms"] == [{"matchExpressions": [{"key": "nvidia.com/gpu.clique", "operator": "Exists"}]}]
     fallback = render(build_plan(parse_resource(seed_cr)), gang=False)

@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from qdd.api import parse_resource
 from qdd.catalog.vllm_options import serve_options
 from qdd.errors import SpecError
+from qdd.plan.weight_cache import DEFAULT_ROOT
 from qdd.plan import Plan, build_plan, sizing
 from qdd.plan.args import MUST_MATCH_FLAGS
 from qdd.render import render_all, to_yaml
@@ -103,6 +104,22 @@ def _plain_scalars(text: str) -> list[str]:
     return out
 
 
+def _host_paths_only_the_weight_cache(plan: Plan, spec: dict[str, Any]) -> None:
+    """No hostPath but the weight cache's (spec.model.cache): the operator's root and a digest's 64 hex
+    digits, never a spec string, and read-only in every container that mounts it (qdd.render.weight_cache)."""
+    host = [v for v in spec.get("volumes", []) if "hostPath" in v]
+    if plan.spec.model.cache is None:
+        assert not host
+        return
+    [v] = host
+    assert v == {"name": "weight-cache", "hostPath": {
+        "path": f"{DEFAULT_ROOT}/{plan.spec.model.cache.digest.split(':')[1]}", "type": "DirectoryOrCreate"}}
+    for c in spec["containers"] + spec.get("initContainers", []):
+        for m in c.get("volumeMounts", []):
+            if m["name"] == "weight-cache":
+                assert m["readOnly"] is True, c["name"]
+
+
 def check_invariants(plan: Plan, objs: list[dict[str, Any]]) -> None:
     text = to_yaml(objs)
     assert to_yaml(render_all(plan)) == text, "rendering is not deterministic"
@@ -119,7 +136,7 @@ def check_invariants(plan: Plan, objs: list[dict[str, Any]]) -> None:
         c = spec["containers"][0]
         assert "hostNetwork" not in spec and "hostPID" not in spec and "hostIPC" not in spec
         assert "serviceAccountName" not in spec and spec["automountServiceAccountToken"] is False
-        assert not any("hostPath" in v for v in spec.get("volumes", []))
+        _host_paths_only_the_weight_cache(plan, spec)
         assert not c.get("securityContext", {}).get("privileged")
         opts = _options(c["args"])
         for name in MUST_MATCH:

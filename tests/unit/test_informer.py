@@ -126,7 +126,7 @@ def test_answers_to_our_writes_are_seen_unless_the_watch_knows_better():
     c.observe(obj("Pod", "a", 20))  # created again since: seen
     assert c.children("team", "seed")[0]["metadata"]["resourceVersion"] == "20"
     c.observe({"kind": "Status", "metadata": {}})  # not a child: ignored
-    c.observe(obj("ConfigMap", "x", 1))
+    c.observe(obj("Secret", "x", 1))
     assert len(c) == 1
 
 

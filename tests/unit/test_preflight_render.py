@@ -64,7 +64,9 @@ def test_pods_get_the_engines_env_claim_gpu_and_placement():
         assert env["UCX_CUDA_IPC_ENABLE_MNNVL"] == "y"
         assert c["resources"]["requests"]["nvidia.com/gpu"] == "1" == c["resources"]["limits"]["nvidia.com/gpu"]
         assert c["resources"]["claims"] == [{"name": "imex-channel"}]
-        assert pod["resourceClaims"] == engines[role]["resourceClaims"]
+        # A preflight pod holds a tray of its own (its own claim from the ComputeDomain's template;
+        # serve and fetch are on two trays): docs/placement.md#imex-channels-one-claim-per-tray.
+        assert pod["resourceClaims"] == [{"name": "imex-channel", "resourceClaimTemplateName": f"{cr['metadata']['name']}-imex-channel"}]
         assert pod["nodeSelector"] == engines[role]["nodeSelector"]
         assert pod["tolerations"] == engines[role]["tolerations"]
         assert c["terminationMessagePath"] == "/dev/termination-log"

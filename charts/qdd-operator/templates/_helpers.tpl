@@ -95,10 +95,11 @@ Server-side apply is a PATCH; when the object does not exist yet the API server 
   resources: ["qwendisaggrolescales/scale", "qwendisaggrolescales/status"]
   verbs: ["get", "patch"]
 # Benchmark scripts and results ConfigMaps (applied, read to skip unchanged writes); the autoscaler
-# reads a deployment's performance profile (<name>-perf-profile).
+# reads a deployment's performance profile (<name>-perf-profile); the weight cache's program ConfigMap
+# (spec.model.cache: applied, watched, pruned).
 - apiGroups: [""]
   resources: ["configmaps"]
-  verbs: ["get", "create", "patch"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 # Events on the custom resource (InvalidSpec, Ready, GroupRestart; kopf's warnings).
 - apiGroups: [""]
   resources: ["events"]
@@ -109,13 +110,17 @@ Server-side apply is a PATCH; when the object does not exist yet the API server 
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
+# Each engine pod's start-up, read once from the first MiB of its log (status.startup).
+- apiGroups: [""]
+  resources: ["pods/log"]
+  verbs: ["get"]
 # Headless Services for DP rendezvous, the router Service, the router's ServiceAccount.
 - apiGroups: [""]
   resources: ["services", "serviceaccounts"]
   verbs: ["list", "watch", "create", "patch", "delete"]
-# Prefill StatefulSet and router Deployment: applied, watched for status, pruned.
+# Prefill StatefulSet, router Deployment, the weight cache's prefetch DaemonSet: applied, watched, pruned.
 - apiGroups: ["apps"]
-  resources: ["statefulsets", "deployments"]
+  resources: ["statefulsets", "deployments", "daemonsets"]
   verbs: ["list", "watch", "create", "patch", "delete"]
 # PodDisruptionBudgets of roles with two or more endpoints (at most one endpoint drained at a time).
 - apiGroups: ["policy"]
@@ -134,6 +139,11 @@ Server-side apply is a PATCH; when the object does not exist yet the API server 
 - apiGroups: ["resource.nvidia.com"]
   resources: ["computedomains"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
+# IMEX-channel ResourceClaims shared by the StatefulSet pods of one tray (one per tray, made with the
+# spec of the driver's claim template; docs/placement.md#imex-channels-one-claim-per-tray).
+- apiGroups: ["resource.k8s.io"]
+  resources: ["resourceclaims"]
+  verbs: ["list", "watch", "create", "patch", "delete"]
 # Gang placement in one NVLink domain (Kubernetes Workload API, docs/placement.md): one Workload
 # and its PodGroups per deployment; immutable, so replaced by delete and create.
 - apiGroups: ["scheduling.k8s.io"]

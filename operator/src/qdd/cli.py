@@ -170,12 +170,27 @@ def cmd_render(args: argparse.Namespace) -> None:
     sys.stdout.write(to_yaml(objs))
 
 
+def cmd_weights_digest(args: argparse.Namespace) -> None:
+    """The digest spec.model.cache.digest pins: sha256 of the folder's manifest (qdd.weightcache.program)."""
+    from .weightcache.program import hash_tree, manifest_digest
+
+    folder = Path(args.dir)
+    if not folder.is_dir():
+        raise SystemExit(f"error: {folder}: not a folder")
+    print(manifest_digest(hash_tree(folder)))
+
+
 def cmd_crd(args: argparse.Namespace) -> None:
     from .api.benchmark_crd import benchmark_crd
     from .api.rolescale import role_scale_crd
 
-    made = {"benchmark": benchmark_crd, "rolescale": role_scale_crd}.get(args.kind, crd)()
-    text = yaml.safe_dump(made, sort_keys=False, width=100)
+    if args.kind == "tray-claims-policy":
+        from .render.trayclaims import admission_policy
+
+        text = yaml.safe_dump_all(admission_policy(), sort_keys=False, width=1 << 16)
+    else:
+        made = {"benchmark": benchmark_crd, "rolescale": role_scale_crd}.get(args.kind, crd)()
+        text = yaml.safe_dump(made, sort_keys=False, width=100)
     if args.output:
         Path(args.output).write_text(text)
     else:
@@ -343,11 +358,17 @@ def parser() -> argparse.ArgumentParser:
                         "(scheduling.k8s.io/v1alpha2, gang and topology-aware scheduling on); affinity: the fallback "
                         "for a cluster without it, a pod affinity on the NVLink clique (docs/placement.md)")
     r.set_defaults(func=cmd_render)
+    w = sub.add_parser("weights", help="the node-local weight cache (spec.model.cache)")
+    wsub = w.add_subparsers(dest="weights_command", required=True)
+    wd = wsub.add_parser("digest", help="print the digest of a checkpoint folder (spec.model.cache.digest)")
+    wd.add_argument("dir", help="the checkpoint folder, as the claim holds it (the subPath)")
+    wd.set_defaults(func=cmd_weights_digest)
     c = sub.add_parser("crd", help="print a CustomResourceDefinition")
     c.add_argument("-o", "--output", help="write to this file instead of stdout")
-    c.add_argument("--kind", choices=["deployment", "benchmark", "rolescale"], default="deployment",
+    c.add_argument("--kind", choices=["deployment", "benchmark", "rolescale", "tray-claims-policy"], default="deployment",
                    help="QwenDisaggDeployment (default), QwenDisaggBenchmark or QwenDisaggRoleScale (the per-role "
-                        "scale adapter of spec.autoscaling, docs/autoscaling.md)")
+                        "scale adapter of spec.autoscaling, docs/autoscaling.md); tray-claims-policy: the "
+                        "MutatingAdmissionPolicy that gives StatefulSet pods their tray's IMEX claim (docs/placement.md)")
     c.set_defaults(func=cmd_crd)
     i = sub.add_parser("import-recipe", help="turn srt-slurm recipes into a QwenDisaggDeployment and QwenDisaggBenchmark")
     i.add_argument("recipe", help="a recipe file, or a directory: every *.yaml in it")

@@ -61,6 +61,12 @@ def compute_domain(cr: str, slot: str = "a") -> str:
     return f"{cr}-compute-domain{_in(slot)}"
 
 
+def tray_claim(cr: str, role: str, group: int, slot: str = "a") -> str:
+    """The IMEX-channel ResourceClaim shared by the StatefulSet pods of ``role`` on one tray
+    (qdd.render.trayclaims): ``<cr>-<role>-tray-<group>``, ``<cr>-<role>-tray-b-<group>``."""
+    return f"{cr}-{role}-tray{_in(slot)}-{group}"
+
+
 def imex_claim_template(cr: str, slot: str = "a") -> str:
     return f"{cr}-imex-channel{_in(slot)}"
 

@@ -247,6 +247,15 @@ SOURCE_RULES = (
         check=lambda src: src.pvc is None or src.hugging_face is None),
 )
 
+MODEL_RULES = (
+    LocalRule(
+        cel="!has(self.cache) || (has(self.source) && has(self.source.pvc))", field=".cache",
+        message=("cache needs source.pvc: the trays' caches are filled from that claim and the engines fall back to "
+                 "it on a tray without a verified copy (docs/cold-start.md#node-local-weight-cache)"),
+        check=lambda m: m.cache is None or (m.source is not None and m.source.pvc is not None)),
+)
+"""Rules of spec.model (the node-local weight cache needs a remote copy to fill from and fall back to)."""
+
 ARCHITECTURE_RULES = (
     LocalRule(
         cel="!has(self.numAttentionHeads) || !has(self.numKeyValueHeads) || self.numAttentionHeads % self.numKeyValueHeads == 0",

@@ -14,8 +14,8 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from .autoscaling import AutoscalingSpec
 from .base import ApiModel, cel
-from .rules import (ARCHITECTURE_RULES, CLUSTER_PLACEMENT_RULES, NODE_LOSS_TAINTS, SOURCE_RULES, SPEC_RULES, LocalRule,
-                    cel_rules)
+from .rules import (ARCHITECTURE_RULES, CLUSTER_PLACEMENT_RULES, MODEL_RULES, NODE_LOSS_TAINTS, SOURCE_RULES, SPEC_RULES,
+                    LocalRule, cel_rules)
 from .types import (ALL2ALL, ARCH_NAME, ENV_NAME, FIELD_PATH, HOST, IDENTIFIER, MAX_CONCURRENCY, MAX_TOKENS,
                     MODEL_PATH, REVISION, SECRET_KEY, SERVED_NAME, SUB_PATH, UCX_TLS, VERSION, EnvValue, ExtraArg, Image,
                     LabelKey, LabelValue, ObjectName, Quantity)
@@ -112,7 +112,20 @@ another checkpoint layout (pt, npcache, sharded_state, runai_streamer_sharded, t
 daemon or service (ipc_cache, modelexpress) or that load no weights (dummy)."""
 
 
+WEIGHT_DIGEST = r"^sha256:[0-9a-f]{64}$"
+"""``sha256:`` and 64 lower-case hex digits (qdd.weightcache.program.manifest_digest)."""
+
+
+class WeightCacheSpec(ApiModel):
+    """A verified copy of the checkpoint on the trays' own disks (docs/cold-start.md#node-local-weight-cache)."""
+
+    digest: str = Field(pattern=WEIGHT_DIGEST, description="The checkpoint's digest: sha256 of its manifest (each file's sha256 and path; `qdd weights digest DIR` prints it, or with coreutils: docs/cold-start.md). A prefetch pod per tray copies spec.model.source.pvc into the tray's cache folder of this digest (a hostPath below the operator's weight-cache root) and installs it only when every byte hashes to it; a cache already there that does not is refused and fetched again. Each engine pod reads the cache read-only when its tray holds a verified copy, else the claim, and says which in status.weightCache.")
+    node_selector: dict[LabelKey, LabelValue] = Field(default_factory=dict, max_length=16, description="Trays to prefetch to, among those the engines may use (their node selector and affinity apply too). Empty: all of them. Engine pods prefer trays holding a verified copy (a preferred pod affinity: never a requirement, inside the NVLink domain the gang is placed in); a tray without one still serves, from the claim.")
+
+
 class ModelSpec(ApiModel):
+    model_config = ApiModel.model_config | {"json_schema_extra": _local_cel(MODEL_RULES)}
+
     name: str = Field(min_length=1, max_length=256, pattern=MODEL_PATH, description="HF model id or path, passed to `vllm serve` (e.g. nvidia/Qwen3.5-397B-A17B-NVFP4). Must be identical on prefill and decode.")
     served_model_name: str | None = Field(None, max_length=256, pattern=SERVED_NAME, description="Name clients send in requests (--served-model-name). Default: the last part of name.")
     architecture: ArchitectureSpec | None = Field(None, description="Inline architecture numbers for a model the catalog lacks.")
@@ -120,6 +133,12 @@ class ModelSpec(ApiModel):
     quantization: Literal["auto", "nvfp4", "fp8", "bfloat16"] = Field("auto", description="How the checkpoint stores its weights (sizes the memory model). auto: from the name's suffix (-NVFP4, -FP8), else bfloat16.")
     source: ModelSourceSpec | None = Field(None, description="Where the weights come from. Default: the engine image or its own download.")
     load_format: LoadFormat | None = Field(None, description="--load-format of every engine pod (docs/cold-start.md#load-format). fastsafetensors reads the safetensors files into GPU memory (GPUDirect Storage where the node has it); instanttensor loads them distributed over the ranks with pipelined prefetch and direct I/O (NVIDIA GPUs only); both ship with vLLM 0.33's CUDA wheel. runai_streamer streams the files with concurrent reads (needs vllm[runai] in the image). Unset: the flag is left out (vLLM's auto: memory-mapped safetensors).")
+    cache: WeightCacheSpec | None = Field(None, description="Node-local weight cache: prefetch the checkpoint of source.pvc to the trays, verified by content hash, read-only in the engines, trays holding it preferred (docs/cold-start.md#node-local-weight-cache). Needs source.pvc. Unset: every engine reads the claim.")
+
+    @model_validator(mode="after")
+    def _rules(self) -> "ModelSpec":
+        _check_local(self, MODEL_RULES)
+        return self
 
 
 class CompileCacheSpec(ApiModel):

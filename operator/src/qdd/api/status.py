@@ -130,6 +130,50 @@ class ServingStatus(ApiModel):
     errors: list[str] = Field(default_factory=list, description="Pods whose metrics could not be read at the last read, and why (at most 8).")
 
 
+class WeightCacheStatus(ApiModel):
+    """The node-local weight cache as the pods report it (qdd.controller.weight_cache)."""
+
+    digest: str | None = Field(None, description="spec.model.cache.digest.")
+    trays: int = Field(0, description="Trays with a prefetch pod (the trays the engines may use, narrowed by spec.model.cache.nodeSelector).")
+    verified: int = Field(0, description="Trays holding a copy whose every byte hashed to the digest.")
+    fetching: int = Field(0, description="Trays whose prefetch is still verifying or copying.")
+    failed: int = Field(0, description="Trays whose prefetch failed (the claim unreadable or not of the digest); retried by the kubelet.")
+    verified_trays: list[str] = Field(default_factory=list, description="The verified trays by name (at most 64).")
+    refused: list[str] = Field(default_factory=list, description="Trays whose cache was refused (it did not hash to the digest) and fetched again, and why (at most 8).")
+    failures: list[str] = Field(default_factory=list, description="Why prefetches failed (at most 8).")
+    engines_from_cache: int = Field(0, description="Engine pods that read the tray's verified copy.")
+    engines_from_claim: int = Field(0, description="Engine pods that read the claim: no verified copy on their tray, or one refused at their start.")
+    fallbacks: list[str] = Field(default_factory=list, description="Engine pods that read the claim, their tray and why (at most 8).")
+
+
+class EngineStartup(ApiModel):
+    """One engine pod's last start, from its own log (vLLM's lines, qdd.observe.startup_log) and status."""
+
+    pod: str = Field(description="Engine pod.")
+    node: str | None = Field(None, description="Tray it runs on.")
+    restarts: int = Field(0, description="The engine container's restart count: the start described is the latest.")
+    before_start_seconds: float | None = Field(None, description="Scheduled to the engine container's start: image pull, volume mounts, init containers (whole seconds).")
+    to_ready_seconds: float | None = Field(None, description="The engine container's start to Ready (at the readiness probe's period).")
+    weights_seconds: float | None = Field(None, description="vLLM: Loading weights took.")
+    model_load_seconds: float | None = Field(None, description="vLLM: Model loading took (weights and model construction).")
+    dynamo_seconds: float | None = Field(None, description="vLLM: Dynamo bytecode transform time.")
+    compile_seconds: float | None = Field(None, description="vLLM: compiling the graphs (cold) or loading them from the compile cache (warm).")
+    compile_cache: Literal["hit", "miss"] | None = Field(None, description="hit: every graph came from the compile cache; miss: one was compiled.")
+    torch_compile_seconds: float | None = Field(None, description="vLLM: torch.compile took ... in total.")
+    kv_profile_seconds: float | None = Field(None, description="vLLM: Memory profiling takes (the KV-cache sizing run).")
+    startup_plan: bool | None = Field(None, description="vLLM applied a persisted startup plan (KV profiling skipped).")
+    graphs_seconds: float | None = Field(None, description="vLLM: Graph capturing finished in (CUDA graphs).")
+    engine_init_seconds: float | None = Field(None, description="vLLM: init engine (profile, create kv cache, warmup model) took.")
+    nixl_registration_seconds: float | None = Field(None, description="Registering the KV caches with NIXL (log timestamps: whole seconds).")
+    log_span_seconds: float | None = Field(None, description="The log's first line to the API server's start-up complete (whole seconds).")
+
+
+class StartupStatus(ApiModel):
+    pods: list[EngineStartup] = Field(default_factory=list, description="Engine pods whose start was read, slowest first (at most 64).")
+    read: int = Field(0, description="Engine pods whose log was read.")
+    errors: list[str] = Field(default_factory=list, description="Pods whose log could not be read or held no complete start-up, and why (at most 8).")
+
+
 class QwenDisaggDeploymentStatus(ApiModel):
     observed_generation: int | None = Field(None, description="metadata.generation of the spec the status describes.")
     conditions: list[Condition] = Field(default_factory=list, description=", ".join(conditions.TYPES) + ".")
@@ -152,4 +196,6 @@ class QwenDisaggDeploymentStatus(ApiModel):
     peer_restart_pending: PeerRestartPending | None = Field(None, description="A burst of prefill replacements whose one decode recycle is still to come (every prefill pod back and Ready, none replaced for 30 s).")
     serving: ServingStatus | None = Field(None, description="What the engines report about serving, from their own metrics (spec.observe, docs/observability.md).")
     autoscaling: AutoscalingStatus | None = Field(None, description="The autoscaler's last decision, its inputs and why (spec.autoscaling, docs/autoscaling.md).")
+    startup: StartupStatus | None = Field(None, description="Each engine pod's start-up phase by phase, from its own log (docs/cold-start.md#start-up-phases-measured).")
+    weight_cache: WeightCacheStatus | None = Field(None, description="Which trays hold a verified copy of the checkpoint and which engines read it (spec.model.cache, docs/cold-start.md#node-local-weight-cache).")
     peer_restart: str | None = Field(None, description="Why decode groups were recycled after a prefill pod was replaced (their NIXL state of the old engine); cleared when decode is all Ready again.")

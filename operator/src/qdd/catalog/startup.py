@@ -8,7 +8,9 @@ startup probe fails and a readiness probe never passes.
 
 The numbers are public measurements, scaled to the checkpoint by its bytes; each constant names its
 source. The simulated cluster (hack/cluster/engine_stages.py) plays these phases with kwok Stages,
-compressed by a factor in tests; qdd's render sizes the startup probe from :func:`worst_case`.
+compressed by a factor in tests, with one start length per pod for the cache state the pod finds
+(hack/fake_tray_disks.py: weights from a tray's verified copy or the claim, compile caches of its key
+warm or cold); qdd's render sizes the startup probe from :func:`worst_case`.
 Pure: no I/O, no Kubernetes.
 """
 

@@ -17,13 +17,16 @@ APPLIED_HASH = f"{labels.GROUP}/applied-hash"
 # admitted only when its Workload exists (the PodGroupWorkloadExists admission plugin).
 MANAGED_KINDS: list[tuple[str, str]] = [
     ("resource.nvidia.com/v1beta1", "ComputeDomain"),
+    ("resource.k8s.io/v1", "ResourceClaim"),
     ("scheduling.k8s.io/v1alpha2", "Workload"),
     ("scheduling.k8s.io/v1alpha2", "PodGroup"),
     ("v1", "ServiceAccount"),
+    ("v1", "ConfigMap"),
     ("rbac.authorization.k8s.io/v1", "Role"),
     ("rbac.authorization.k8s.io/v1", "RoleBinding"),
     ("v1", "Service"),
     ("policy/v1", "PodDisruptionBudget"),
+    ("apps/v1", "DaemonSet"),
     ("apps/v1", "StatefulSet"),
     ("batch/v1", "Job"),
     ("v1", "Pod"),

@@ -300,6 +300,20 @@ class Kube:
         for f in [self._lists.submit(self.label_pod, namespace, name, lab) for name, lab in pods]:
             f.result()
 
+    def pod_log(self, namespace: str, name: str, container: str, limit_bytes: int, timeout: float) -> str:
+        """The first ``limit_bytes`` of a container's log (``pods/log``, from its beginning), within
+        ``timeout`` seconds; raises ApiException or a connection error (qdd.controller.startup_logs)."""
+        req = self.api.param_serialize(
+            "GET", f"/api/v1/namespaces/{namespace}/pods/{name}/log",
+            query_params=[("container", container), ("limitBytes", limit_bytes)],
+            header_params={"Accept": "text/plain"}, auth_settings=["BearerToken"])
+        resp = self.api.call_api(*req, _request_timeout=(min(5.0, timeout), timeout))
+        body = resp.read()
+        if not 200 <= resp.status <= 299:
+            raise ApiException(status=resp.status, reason=resp.reason)
+        text: str = body[:limit_bytes].decode("utf-8", "replace")
+        return text
+
     def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         """Merge-patch the status. A resource deleted since it was read is not an error: its
         status is gone with it (a status write racing a deletion)."""

@@ -18,6 +18,7 @@ from .peers import BURST_WINDOW_S
 from .observer import Observer
 from .peering import DEFAULT_LIFETIME_SECONDS, Leadership, default_priority, identity
 from .reconcile import Reconciler
+from .startup_logs import StartupLogs
 from .watching import WatchTimeouts
 
 
@@ -41,10 +42,15 @@ def run(namespaces: list[str] | None, metrics_port: int, liveness_port: int, res
     logging.getLogger("kopf.objects").setLevel(os.environ.get("QDD_KOPF_LOG_LEVEL", "WARNING"))
     start_http_server(metrics_port)
     diagnostics.install()
+
+    def reconciler() -> Reconciler:
+        kube = Kube()
+        return Reconciler(kube, namespaces, peer_window_s=peer_restart_window,
+                          observer=Observer(prometheus=prometheus_url, allowed_prometheus=allowed_prometheus),
+                          registration=True, startup=StartupLogs(read=kube.pod_log))
+
     if peering is None:
-        register(lambda: Reconciler(Kube(), namespaces, peer_window_s=peer_restart_window,
-                                    observer=Observer(prometheus=prometheus_url, allowed_prometheus=allowed_prometheus),
-                                    registration=True), resync_seconds, watch=watch)
+        register(reconciler, resync_seconds, watch=watch)
         register_benchmarks(lambda: BenchmarkReconciler(Kube(), namespaces), resync_seconds)
         kopf.run(standalone=True, namespaces=namespaces or (), clusterwide=not namespaces,
                  liveness_endpoint=f"http://0.0.0.0:{liveness_port}/healthz")
@@ -65,9 +71,7 @@ def run(namespaces: list[str] | None, metrics_port: int, liveness_port: int, res
 
     leader = Leadership(read_peering, me, prio)
     logging.getLogger("qdd.peering").info("peering %s as %s with priority %d", peering, me, prio)
-    register(lambda: Reconciler(Kube(), namespaces, peer_window_s=peer_restart_window,
-                                observer=Observer(prometheus=prometheus_url, allowed_prometheus=allowed_prometheus),
-                                registration=True), resync_seconds, leader=leader,
+    register(reconciler, resync_seconds, leader=leader,
              peering_lifetime=peering_lifetime,
              watch=watch)
     register_benchmarks(lambda: BenchmarkReconciler(Kube(), namespaces), resync_seconds, leader=leader)

@@ -23,6 +23,7 @@ from ..errors import SpecError
 from ..hashing import content_hash
 from ..plan import Plan, build_plan
 from ..render import render_all
+from ..render.trayclaims import bind_domain
 from . import metrics
 from ..canary import CanaryState
 from ..safetext import safe_value
@@ -46,6 +47,8 @@ from .stall import seconds_to_check
 from .status_inputs import Inputs, status_inputs
 from .serving import add_serving, serving_events
 from .status import Observed, compute_status, ready_ignoring_rollout, rollout_status, status_patch
+from .startup_logs import StartupLogs, add_startup
+from .weight_cache import add_weight_cache, labels_to_set, weight_cache_events, weight_cache_root
 
 log = logging.getLogger("qdd.reconcile")
 REQUEUE_AFTER_WRITE_S = 2.0
@@ -88,7 +91,7 @@ def _desired(cr: dict[str, Any], gang: bool, slot: str = "a", serving: tuple[str
     reconciles of the others."""
     try:
         plan = build_plan(parse_resource(cr), slot, counts)
-        return plan, [with_owner(o, cr) for o in render_all(plan, gang, serving)], []
+        return plan, [with_owner(o, cr) for o in render_all(plan, gang, serving, weight_cache_root())], []
     except SpecError as e:
         return None, [], [str(x) for x in e.errors]
     except Exception as e:  # noqa: BLE001
@@ -118,13 +121,15 @@ class _Steps:
 class Reconciler:
     def __init__(self, kube: Kube, namespaces: list[str] | None = None, gang: bool | None = None,
                  canary: CanaryChecker | None = None, peer_window_s: float = BURST_WINDOW_S,
-                 observer: Observer | None = None, registration: RegistrationChecker | bool = False):
+                 observer: Observer | None = None, registration: RegistrationChecker | bool = False,
+                 startup: StartupLogs | None = None):
         """``gang``: place through the Workload API (PodGroups); None asks the cluster's discovery
         once, here (:meth:`Kube.serves_workload_api`). ``canary``: sends the serving canary
         (default: to the router Services). ``observer``: reads the engines' metrics (default: one
         without threads, which reads nothing: ``qdd run`` passes a running one). ``registration``: reads
         the router's registered endpoints before the canary (True: at the canary's URL, in an event loop
-        of its own, as ``qdd run`` does; False, the default: not read, Ready does not wait for it)."""
+        of its own, as ``qdd run`` does; False, the default: not read, Ready does not wait for it). ``startup``: reads each engine pod's start-up from its
+        log (default: one that reads nothing; ``qdd run`` passes one)."""
         self.kube = kube
         self.canary = canary or CanaryChecker()
         if self.canary.notify is None:  # an answer that came in is judged by one more pass
@@ -136,6 +141,9 @@ class Reconciler:
         self.observer = observer or Observer(workers=0)
         if self.observer.notify is None:  # a serving condition that changed is written by one more pass
             self.observer.notify = self.reconcile
+        self.startup = startup or StartupLogs(workers=0)
+        if self.startup.notify is None:  # a start-up read is written by one more pass
+            self.startup.notify = self.reconcile
         self.namespaces = namespaces or []
         self.gang = kube.serves_workload_api() if gang is None else gang
         log.info("placement: %s", "gang scheduling through the Workload API (scheduling.k8s.io/v1alpha2 PodGroup)"
@@ -183,6 +191,7 @@ class Reconciler:
         _RENDERED.forget((namespace, name))
         self.observer.forget(namespace, name)
         self.autoscaler.forget(namespace, name)
+        self.startup.forget(namespace, name)
         metrics.MANAGED.set(len(self.managed))
         for role in ("prefill", "decode"):
             for g in (metrics.READY_ENDPOINTS, metrics.DESIRED_ENDPOINTS):
@@ -238,6 +247,7 @@ class Reconciler:
         if wrote is None:
             return "gone"  # the namespace is being deleted: so is the custom resource
         wrote = self._retire(cr, r, observed, legacy) or wrote
+        wrote = self._label_trays(cr, view) or wrote
         step("write")
         if wrote:
             observed = genuine(kube.list_children(namespace, name), cr["metadata"]["uid"])
@@ -305,6 +315,14 @@ class Reconciler:
             self.kube.label_pods(namespace, todo)
         return wrote or bool(todo)
 
+    def _label_trays(self, cr: dict[str, Any], observed: list[dict[str, Any]]) -> bool:
+        """Put each prefetch pod's state on it (``qdd.dev/weight-cache``: the engines' preferred affinity
+        selects ``verified``); True when it wrote (qdd.controller.weight_cache)."""
+        todo = labels_to_set(observed)
+        if todo:
+            self.kube.label_pods(cr["metadata"]["namespace"], todo)
+        return bool(todo)
+
     def _recycle_peers_of_replaced_prefill(self, cr: dict[str, Any], plan: Plan, observed: list[dict[str, Any]],
                                            states: list[Any]) -> tuple[str | None, dict[str, Any] | None]:
         """Delete the decode groups that may hold a replaced prefill engine's stale NIXL agent, where
@@ -358,6 +376,8 @@ class Reconciler:
         workload_replaced = any(kind == "Workload" for _, kind, _ in d.replace)
         todo = [o for o in d.apply if not (o["kind"] == "Pod" and o["metadata"]["name"] not in creatable)
                 and not (o["kind"] == "PodGroup" and workload_replaced)]
+        # A tray claim names its ComputeDomain by UID: created once the ComputeDomain is observed.
+        todo = [b for o in todo if (b := bind_domain(o, observed) if o["kind"] == "ResourceClaim" else o) is not None]
         # Two waves, each applied side by side: a PodGroup needs its Workload first (admission); the
         # rest wait for what they need by themselves (pods for their PodGroup and claim template,
         # the router's ReplicaSet for its ServiceAccount), as they would after any restart.
@@ -367,7 +387,7 @@ class Reconciler:
         if any(key(o) not in have for o in todo) and not kube.confirm_cr(cr):
             log.info("%s/%s: gone or replaced since it was cached: nothing created", namespace, name)
             return None
-        first = {"ComputeDomain", "Workload"}  # the kinds before PodGroup in MANAGED_KINDS
+        first = {"ComputeDomain", "ResourceClaim", "Workload"}  # the kinds before PodGroup in MANAGED_KINDS
         for wave in ([o for o in todo if o["kind"] in first], [o for o in todo if o["kind"] not in first]):
             if not wave:
                 continue
@@ -396,7 +416,8 @@ class Reconciler:
                                 kv, peer_restart, placed_now, rollout_status(rollout) if rollout is not None else None,
                                 canary, peer_pending, compute_domain=cd_verdict, registration=registration,
                                 accuracy=accuracy)
-        return add_serving(status, cr, plan, observed, self.observer, now)
+        status = add_serving(status, cr, plan, observed, self.observer, now)
+        return add_startup(add_weight_cache(status, cr, plan, observed), cr, plan, observed, self.startup)
 
     def _status(self, cr: dict[str, Any], plan: Plan | None, errors: list[str], desired: list[dict[str, Any]],
                 observed: list[dict[str, Any]], states: list[Any], peer_restart: str | None = None,
@@ -428,5 +449,5 @@ class Reconciler:
         return status
 
     def _events(self, cr: dict[str, Any], old: dict[str, Any], new: dict[str, Any]) -> None:
-        for type_, reason, message in transition_events(old, new) + serving_events(old, new) + autoscaling_events(old, new):
+        for type_, reason, message in transition_events(old, new) + serving_events(old, new) + autoscaling_events(old, new) + weight_cache_events(old, new):
             self.kube.event(cr, type_, reason, message)

@@ -37,7 +37,7 @@ from ..hashing import content_hash
 from ..names import SLOTS, other_slot
 from ..plan.generation import must_match_values
 
-PER_SLOT_KINDS = frozenset({"StatefulSet", "Pod", "PodGroup", "ComputeDomain"})
+PER_SLOT_KINDS = frozenset({"StatefulSet", "Pod", "PodGroup", "ComputeDomain", "ResourceClaim"})
 ENGINE_ROLES = ("prefill", "decode")
 
 

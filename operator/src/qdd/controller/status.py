@@ -88,6 +88,12 @@ GANG_WAIT = "waiting for minCount pods from a gang"
 for the rest of its gang. It states no cause of its own (qdd.controller.schedfacts)."""
 
 
+def _engine_pods(obs: Observed) -> list[dict[str, Any]]:
+    """Every pod but the weight cache's prefetch pods: a tray whose prefetch waits or fails leaves
+    the engines serving from the claim, and is reported in status.weightCache, not as a stall."""
+    return [p for p in obs.of_kind("Pod") if (p["metadata"].get("labels") or {}).get(labels.ROLE) != "weight-cache"]
+
+
 def _unschedulable(obs: Observed) -> str:
     """``; N pods unschedulable (POD: scheduler message)`` — why a rollout waits, in the condition
     users read, instead of only in ``kubectl describe pod``; the pod named is one whose message says
@@ -96,7 +102,7 @@ def _unschedulable(obs: Observed) -> str:
     message that named no problem); when a gang cannot be placed, one of its pods carries the
     scheduler's reason (the others wait for it)."""
     stuck = []
-    for pod in obs.of_kind("Pod"):
+    for pod in _engine_pods(obs):
         for c in (pod.get("status") or {}).get("conditions") or []:
             if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable":
                 stuck.append((pod["metadata"]["name"], (c.get("message") or "").strip()))
@@ -237,7 +243,7 @@ def compute_status(cr: dict[str, Any], plan: Plan | None, errors: list[str], obs
             kv.status if kv is not None else "off", f.cd_ok, f.router_ok), now)
         if not f.serving:
             f = replace(f, stall=stalled(record, now, plan.spec.rollout.progress_deadline_seconds,
-                                         plan.spec.cluster.startup_timeout_seconds, obs.of_kind("Pod"),
+                                         plan.spec.cluster.startup_timeout_seconds, _engine_pods(obs),
                                          kv.message if kv is not None and kv.status == "False" else None))
     p, d = f.prefill, f.decode
     status: dict[str, Any] = {

@@ -27,6 +27,7 @@ from .router import router_plan, router_problems, router_warnings
 from .sizing import RoleSizing
 from .startup import startup_warnings
 from .types import EnvEntry, Plan, PodPlan, RolePlan
+from .weight_cache import MODEL_LINK
 
 MODEL_MOUNT = "/models"
 
@@ -138,7 +139,11 @@ def _common_env(spec: QwenDisaggDeploymentSpec, gpu: GPUKind) -> list[EnvEntry]:
 
 
 def _model_arg(spec: QwenDisaggDeploymentSpec) -> str:
+    """The engine's model argument: with the node-local weight cache, the link its init container
+    points at the tray's verified copy or at the claim (qdd.plan.weight_cache); with a claim, its mount."""
     src = spec.model.source
+    if spec.model.cache is not None:
+        return MODEL_LINK
     return MODEL_MOUNT if src and src.pvc else spec.model.name
 
 

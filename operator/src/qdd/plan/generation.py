@@ -13,7 +13,8 @@ inline architecture), the resolved KV-cache dtype, the KV connector and its back
 of every flag the table marks must-match on prefill and decode (qdd.plan.flags: served model name,
 TP, expert parallel, prefix caching, cache dtypes, max model length, all2all backend, revision,
 speculative config, ...). Not in it: endpoint counts, per-role sizing (batched tokens, sequences,
-capture sizes), resources, ports, the load format, the compile cache: those roll per role, one
+capture sizes), resources, ports, the load format, the compile cache, the node-local weight cache (its
+copies are the claim's bytes, verified: how they arrive, not what is loaded): those roll per role, one
 endpoint at a time.
 """
 
@@ -51,7 +52,7 @@ def generation_id(spec: QwenDisaggDeploymentSpec, kv_cache_dtype: str, prefill_a
     return content_hash({
         "image": spec.engine.image, "vllmVersion": spec.engine.vllm_version,
         # The loader changes how fast the same bytes arrive, not what either side holds.
-        "model": m.model_dump(by_alias=True, exclude={"served_model_name", "load_format"}, mode="json"),
+        "model": m.model_dump(by_alias=True, exclude={"served_model_name", "load_format", "cache"}, mode="json"),
         "kvCacheDtype": kv_cache_dtype, "connector": kv.connector, "backends": list(kv.backends),
         "flags": must_match_values(prefill_argv),
     }, 8)

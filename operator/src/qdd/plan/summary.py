@@ -9,6 +9,8 @@ from .compile_cache import MOUNT
 from .flags import max_model_len
 from .memory import CAPACITY_TOLERANCE
 from .startup import expected_starts
+from .trays import describe as describe_trays
+from .trays import tray_uses, trays
 from .types import Plan, RolePlan
 
 GB = 1e9
@@ -37,6 +39,10 @@ def summary(plan: Plan) -> dict[str, Any]:
         "name": plan.name, "namespace": plan.namespace, "generation": plan.generation, "model": plan.spec.model.name,
         "architecture": plan.checkpoint.architecture.name, "gpuType": plan.gpu.name, "vllmVersion": plan.profile.version,
         "gpus": plan.gpus, "minNodes": plan.min_nodes, "computeDomain": plan.compute_domain,
+        "trays": {"peak": trays(plan), "steady": trays(plan, peak=False),
+                  "parts": [{"part": u.part, "trays": u.trays, "gpusAsked": u.gpus, "gpusHeld": u.held,
+                             "gpusUnusable": u.unusable, "claims": u.claims, "transient": u.transient}
+                            for u in tray_uses(plan)]},
         "prefill": _role(plan.prefill), "decode": _role(plan.decode),
         "router": {"replicas": plan.router.replicas, "args": ["vllm-router", *plan.router.args]},
         "decodeCapacity": {
@@ -89,6 +95,7 @@ def table(plan: Plan) -> str:
     lines += ["  ".join(_fmt(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in rows]
     lines.append(f"GPUs: {s['gpus']} ({plan.prefill.gpus} prefill + {plan.decode.gpus} decode) on at least "
                  f"{s['minNodes']} nodes of {plan.gpus_per_node}; ComputeDomain: {_fmt(plan.compute_domain)}")
+    lines += describe_trays(plan)
     e = s["engine"]
     lines.append(f"Both roles: --kv-cache-dtype {e['kvCacheDtype']} ({e['kvCacheDtypeSource']}); --max-model-len "
                  f"{e['maxModelLen']}; KV lease {e['kvLeaseSeconds']} s; revision {e['revision'] or 'not pinned'}; "

@@ -16,6 +16,7 @@ from .. import labels, names
 from ..hashing import content_hash
 from ..plan import Plan, PodPlan, RolePlan
 from ..plan import compile_cache
+from ..plan.weight_cache import DEFAULT_ROOT
 from ..plan.router import METRICS_PORT, router_args
 from .gang import gang_objects, pod_group
 from .placement import CPU_ONLY_NODE_AFFINITY, gpu_node_selector
@@ -24,9 +25,13 @@ from .preflight import PreflightOptions, preflight_objects
 from .safe import ENV as _env
 from .safe import load, load_all
 from .tolerations import node_loss_tolerations
+from ..plan.trays import pods_per_tray
+from .trayclaims import pod_affinity, pod_annotations, tray_claims, uses_tray_claims
+from .weight_cache import add_to_engine_pod
+from .weight_cache import objects as weight_cache_objects
 
-KIND_ORDER = ["ComputeDomain", "Workload", "PodGroup", "ServiceAccount", "Role", "RoleBinding", "Service",
-              "PodDisruptionBudget", "StatefulSet", "Job", "Pod", "Deployment", "QwenDisaggRoleScale"]
+KIND_ORDER = ["ComputeDomain", "ResourceClaim", "Workload", "PodGroup", "ServiceAccount", "Role", "RoleBinding", "ConfigMap",
+              "Service", "PodDisruptionBudget", "DaemonSet", "StatefulSet", "Job", "Pod", "Deployment", "QwenDisaggRoleScale"]
 
 
 def revision(pod_specs: list[dict[str, Any]]) -> str:
@@ -57,7 +62,7 @@ def _ctx(plan: Plan, gang: bool) -> dict[str, Any]:
     )
 
 
-def _pod(plan: Plan, role: RolePlan, pod: PodPlan, bare: bool, gang: bool) -> dict[str, Any]:
+def _pod(plan: Plan, role: RolePlan, pod: PodPlan, bare: bool, gang: bool, root: str) -> dict[str, Any]:
     rs = plan.spec.prefill if role.role == "prefill" else plan.spec.decode
     # A StatefulSet lives for one generation, so its template carries it: its pods are created with
     # it (the router selects them by it). A StatefulSet made before its template did keeps its
@@ -69,28 +74,33 @@ def _pod(plan: Plan, role: RolePlan, pod: PodPlan, bare: bool, gang: bool) -> di
         **({labels.SLOT: plan.slot} if plan.slot != "a" else {})}
     text = _env.get_template("engine-pod.yaml.j2").render(
         **_ctx(plan, gang), r=role, pod=pod, bare=bare, pod_labels=extra,
+        tray_annotations={} if bare else pod_annotations(plan, role),
+        tray_affinity=None if bare else pod_affinity(plan, role, gang),
+        tray_claim0=names.tray_claim(plan.name, role.role, 0, plan.slot),
         subdomain=names.role_set(plan.name, role.role), cpu=rs.cpu, memory=rs.memory,
         pod_group=pod_group(plan, role.role, pod.endpoint) if gang else None)
-    return load(text)
+    return add_to_engine_pod(load(text), plan, root)
 
 
-def _role_objects(plan: Plan, role: RolePlan, gang: bool) -> list[dict[str, Any]]:
+def _role_objects(plan: Plan, role: RolePlan, gang: bool, root: str) -> list[dict[str, Any]]:
     name = names.role_set(plan.name, role.role)
     out = load_all(_env.get_template("service-headless.yaml.j2").render(
         **_ctx(plan, gang), name=name, role=role.role))
     if role.endpoints > 1:
-        out += load_all(_env.get_template("pdb.yaml.j2").render(**_ctx(plan, gang), name=name, role=role.role))
+        out += load_all(_env.get_template("pdb.yaml.j2").render(
+            **_ctx(plan, gang), name=name, role=role.role,
+            max_unavailable=pods_per_tray(plan, role) if uses_tray_claims(plan, role) else 1))
     if role.uses_statefulset:
-        template = _pod(plan, role, role.pods[0], bare=False, gang=gang)
+        template = _pod(plan, role, role.pods[0], bare=False, gang=gang, root=root)
         text = _env.get_template("statefulset.yaml.j2").render(
             **_ctx(plan, gang), r=role, name=names.statefulset(plan.name, role.role, plan.slot), service=name,
             pod_template=template, slot_labels=slot_labels(plan),
             slot_selector={labels.SLOT: plan.slot} if plan.slot != "a" else {})
         out += load_all(text)
-        return out
+        return out + tray_claims(plan, role)
     for ep in range(role.endpoints):
         group = [p for p in role.pods if p.endpoint == ep]
-        pods = [_pod(plan, role, p, bare=True, gang=gang) for p in group]
+        pods = [_pod(plan, role, p, bare=True, gang=gang, root=root) for p in group]
         rev = revision([p["spec"] for p in pods])
         for p in pods:
             p["apiVersion"], p["kind"] = "v1", "Pod"
@@ -100,13 +110,16 @@ def _role_objects(plan: Plan, role: RolePlan, gang: bool) -> list[dict[str, Any]
     return out
 
 
-def render(plan: Plan, gang: bool = True, serving: tuple[str, str] | None = None) -> list[dict[str, Any]]:
+def render(plan: Plan, gang: bool = True, serving: tuple[str, str] | None = None,
+           weight_cache_root: str = DEFAULT_ROOT) -> list[dict[str, Any]]:
     """Every object of the deployment, ordered by kind then by name. ``gang``: the cluster serves
     the Workload API (scheduling.k8s.io/v1alpha2 PodGroup, gang and topology-aware scheduling on):
     the Workload and PodGroups of :mod:`.gang` and pods that name their PodGroup; else the
     fallback, a required pod affinity on the NVLink clique (:mod:`.placement`). ``serving``:
     (generation, slot) the router sends traffic to, default the plan's own; during a Surge the
-    controller keeps it on the old generation until the new one is Ready (qdd.controller.rollout)."""
+    controller keeps it on the old generation until the new one is Ready (qdd.controller.rollout).
+    ``weight_cache_root``: the trays' folder of node-local weight caches (the operator's setting, never
+    the spec's; qdd.render.weight_cache), used only with spec.model.cache."""
     ctx = _ctx(plan, gang)
     objs: list[dict[str, Any]] = []
     if plan.compute_domain:
@@ -114,8 +127,9 @@ def render(plan: Plan, gang: bool = True, serving: tuple[str, str] | None = None
             **ctx, cd_name=names.compute_domain(plan.name, plan.slot), slot_labels=slot_labels(plan)))
     if gang:
         objs += gang_objects(plan)
-    objs += _role_objects(plan, plan.prefill, gang)
-    objs += _role_objects(plan, plan.decode, gang)
+    objs += weight_cache_objects(plan, weight_cache_root)
+    objs += _role_objects(plan, plan.prefill, gang, weight_cache_root)
+    objs += _role_objects(plan, plan.decode, gang, weight_cache_root)
     if plan.router.replicas > 0:
         gen, slot = serving or (plan.generation, plan.slot)
         router = plan.router if gen == plan.generation else dataclasses.replace(
@@ -153,10 +167,11 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
 _Dumper.add_representer(str, _str)
 
 
-def render_all(plan: Plan, gang: bool = True, serving: tuple[str, str] | None = None) -> list[dict[str, Any]]:
+def render_all(plan: Plan, gang: bool = True, serving: tuple[str, str] | None = None,
+               weight_cache_root: str = DEFAULT_ROOT) -> list[dict[str, Any]]:
     """Everything the operator applies: :func:`render` plus, unless the spec turns it off, the
     KV-transfer preflight (:func:`qdd.render.preflight.preflight_objects`), in one order."""
-    objs = render(plan, gang, serving)
+    objs = render(plan, gang, serving, weight_cache_root)
     if plan.spec.kv_transfer.preflight.enabled:
         objs += preflight_objects(plan, PreflightOptions(), gang)
     order = {k: i for i, k in enumerate(KIND_ORDER)}

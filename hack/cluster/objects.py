@@ -53,7 +53,7 @@ def clique(rack: int) -> str:
     return f"{uuid.uuid5(_RACK_NS, f'rack-{rack}')}.{CLIQUE_ID}"
 
 
-def _node(name: str, labels: dict, capacity: dict, allocatable: dict) -> dict:
+def _node(name: str, labels: dict, capacity: dict, allocatable: dict, pod_cidr: str) -> dict:
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -71,7 +71,10 @@ def _node(name: str, labels: dict, capacity: dict, allocatable: dict) -> dict:
                 **labels,
             },
         },
-        "spec": {},
+        # A pod range of the node's own, as a CNI's node IPAM gives: kwok allocates pod IPs from it.
+        # With kwok's one cluster-wide range, a restarted kwok handed out again the IPs of pods it
+        # had placed before it restarted (duplicate pod IPs: etcd's peers unreachable).
+        "spec": {"podCIDR": pod_cidr, "podCIDRs": [pod_cidr]},
         # kwok fills in conditions, addresses, nodeInfo and keeps capacity/allocatable.
         "status": {"capacity": capacity, "allocatable": allocatable},
     }
@@ -105,7 +108,7 @@ def gb200_node(rack: int, index: int) -> dict:
         "ephemeral-storage": "2900Gi",
         "nvidia.com/gpu": str(GPUS_PER_NODE),
     }
-    return _node(name, labels, capacity, allocatable)
+    return _node(name, labels, capacity, allocatable, f"10.{rack}.{index}.0/24")
 
 
 def cpu_node(index: int) -> dict:
@@ -113,7 +116,7 @@ def cpu_node(index: int) -> dict:
     capacity = {"cpu": "32", "memory": "128Gi", "pods": "110", "ephemeral-storage": "500Gi"}
     allocatable = {"cpu": "31", "memory": "120Gi", "pods": "110", "ephemeral-storage": "450Gi"}
     return _node(name, {"kubernetes.io/arch": "amd64", "node.kubernetes.io/instance-type": "cpu"},
-                 capacity, allocatable)
+                 capacity, allocatable, f"10.250.{index}.0/24")
 
 
 def _class(name: str, expression: str) -> dict:

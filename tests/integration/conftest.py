@@ -234,19 +234,23 @@ def wait_established(kube: Kube, *crds: str) -> None:
 PEER_RESTART_WINDOW_S = 8.0
 
 
+def install_crds(kube: Kube) -> None:
+    """What the chart installs before the operator: qdd's three CRDs and the qdd-tray-claims
+    MutatingAdmissionPolicy (without it a tray-claim pod names no claim and is never bound)."""
+    kube.kubectl("apply", "--server-side", "--force-conflicts",
+                 *[a for f in ("qdd.dev_qwendisaggdeployments.yaml", "qdd.dev_qwendisaggbenchmarks.yaml",
+                               "qdd.dev_qwendisaggrolescales.yaml", "qdd-tray-claims-policy.yaml")
+                   for a in ("-f", str(REPO / "crds" / f))])
+    wait_established(kube, "qwendisaggdeployments.qdd.dev", "qwendisaggbenchmarks.qdd.dev",
+                     "qwendisaggrolescales.qdd.dev")
+
+
 @pytest.fixture(scope="module")
 def operator(kube: Kube):
     """The CRD installed and the operator (`qdd run`) running as a local process for one test module."""
     from .operator_proc import OperatorProcess
 
-    kube.kubectl("apply", "--server-side", "--force-conflicts", "-f",
-                 str(REPO / "crds" / "qdd.dev_qwendisaggdeployments.yaml"), "-f",
-                 str(REPO / "crds" / "qdd.dev_qwendisaggbenchmarks.yaml"), "-f",
-                 str(REPO / "crds" / "qdd.dev_qwendisaggrolescales.yaml"), "-f",
-                 str(REPO / "crds" / "qdd-tray-claims-policy.yaml"))
-    wait_established(kube, "qwendisaggdeployments.qdd.dev")
-    wait_established(kube, "qwendisaggbenchmarks.qdd.dev")
-    wait_established(kube, "qwendisaggrolescales.qdd.dev")
+    install_crds(kube)
     # A short peer-restart window (default 30 s) keeps the peer-restart tests quick.
     op = OperatorProcess(kube, args=("--peer-restart-window", str(PEER_RESTART_WINDOW_S)))
     op.start()

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
+import ctypes
 import signal
 import socket
 import subprocess
+import weakref
 import time
 import urllib.request
 from pathlib import Path
@@ -16,6 +19,26 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+_RUNNING: weakref.WeakSet[OperatorProcess] = weakref.WeakSet()
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL when pytest dies (Linux prctl), so that a test run killed
+    mid-way leaves no operator reconciling the next run's cluster."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+
+
+@atexit.register
+def stop_all() -> None:
+    """Every operator a test left running (a fixture's teardown skipped by an error) is stopped."""
+    for op in list(_RUNNING):
+        op.kill()
 
 
 class OperatorProcess:
@@ -42,7 +65,8 @@ class OperatorProcess:
         self.proc = subprocess.Popen(
             [*qdd, "run", "--metrics-port", str(self.metrics_port),
              "--liveness-port", str(self.liveness_port), "--resync-seconds", str(self.resync), *self.args],
-            env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+        _RUNNING.add(self)
         self.kube.wait_for(self.live, timeout=60, interval=0.3, desc="operator liveness endpoint")
 
     def live(self) -> bool:

@@ -28,7 +28,7 @@ from kubernetes import client, watch
 from qdd.catalog.startup import LOCAL, engine_startup
 from qdd.perf.profile import CONFIGMAP_KEY, PerfProfile, Point, RoleProfile, configmap_name
 
-from .conftest import REPO, Kube, wait_established
+from .conftest import REPO, Kube, install_crds, wait_established
 from .engine_startup import startup_configmap
 from .operator_proc import OperatorProcess
 from .test_observe import CONFIGMAP, double  # noqa: F401 — the engine double, a module fixture
@@ -120,10 +120,7 @@ def _requests(double_url: str, ns: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def scaling_operator(kube: Kube, double: str):  # noqa: F811 — the imported fixture
-    kube.kubectl("apply", "--server-side", "--force-conflicts",
-                 *[a for f in ("deployments", "benchmarks", "rolescales")
-                   for a in ("-f", str(REPO / "crds" / f"qdd.dev_qwendisagg{f}.yaml"))])
-    wait_established(kube, "qwendisaggdeployments.qdd.dev", "qwendisaggrolescales.qdd.dev")
+    install_crds(kube)
     op = OperatorProcess(kube, env={"QDD_ENGINE_METRICS_URL_OVERRIDE": double}, log_name="-autoscale")
     op.start()
     yield op

@@ -384,6 +384,8 @@ def test_namespace_scoped_mode(kube, namespace, tmp_path):
     if not kube.exists("crd", CRD_NAME):
         kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_FILE), "-f", str(BENCHMARK_CRD_FILE))
         kube.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
+    if not kube.exists("mutatingadmissionpolicy", "qdd-tray-claims"):  # installed with the CRDs, kept likewise
+        kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds" / "qdd-tray-claims-policy.yaml"))
     kube.kubectl("delete", "namespace", RELEASE_NS, "--ignore-not-found", "--timeout=120s", timeout=130)
     kube.kubectl("create", "namespace", RELEASE_NS)
     other = f"{namespace}-other"

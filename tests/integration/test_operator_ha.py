@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from .conftest import REPO, Kube, wait_established
+from .conftest import REPO, Kube, install_crds, wait_established
 from .operator_proc import OperatorProcess
 from .test_operator import SEED, cr_of, pods, wait_ready
 
@@ -26,9 +26,9 @@ def _writes(op: OperatorProcess) -> float:
 
 @pytest.fixture
 def replicas(kube: Kube, namespace):
-    kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds" / "qdd.dev_qwendisaggdeployments.yaml"))
+    install_crds(kube)
     kube.kubectl("apply", "--server-side", "-f", str(PEERING_CRDS))
-    wait_established(kube, "clusterkopfpeerings.kopf.dev", "qwendisaggdeployments.qdd.dev")
+    wait_established(kube, "clusterkopfpeerings.kopf.dev")
     peering = f"qdd-ha-{namespace}"
     kube.kubectl("apply", "-f", "-", input=f"apiVersion: kopf.dev/v1\nkind: ClusterKopfPeering\nmetadata:\n  name: {peering}\n")
     ops = [OperatorProcess(kube, resync_seconds=RESYNC, log_name=f"-ha-{who}", env={"POD_ID": f"qdd-op-{who}"},

@@ -46,6 +46,9 @@ def _cluster(suffix: str, racks: int, workload_api: bool):
 @pytest.fixture(scope="module")
 def racks2():
     k = _cluster("racks", 2, True)
+    # The rendered tray claims' pods name their claim only through the qdd-tray-claims policy: without it
+    # no prefill pod of the applied render is ever bound.
+    install_crd(k)
     yield k
     if os.environ.get("QDD_KEEP_CLUSTER") != "1":
         keep_logs(k.cluster)

@@ -141,9 +141,29 @@ def test_upgrade_from_the_previous_operator_and_chart_restarts_no_unchanged_engi
     wait_established(kube, CRD_NAME)
     prev = OperatorProcess(kube, log_name="-upgrade-previous", source=old / "operator" / "src")
     prev.start()
-    crs = {n: cr_of(SEED, namespace) for n in ("ready", "rolling", "degraded")}
-    for n, cr in crs.items():
-        cr["metadata"]["name"] = n
+    crs = {n: _deployment(n, namespace) for n in ("ready", "rolling", "degraded")}
+    try:
+        _upgrade(kube, release, namespace, tmp_path, old, prev, crs)
+    finally:
+        prev.kill()  # already killed mid-roll when the test got that far; never left running
+
+
+def _deployment(name: str, ns: str) -> dict[str, Any]:
+    """2 x DEP4 prefill + 1 x DEP8 decode, no preflight: 4 trays. N-1 gives every engine pod a channel
+    claim of its own, which the faithful DRA double (one channel claim per tray, docs/facts/dra-driver.md)
+    places only one pod per tray: three seeds (4 x DEP2) would need 24 trays of the rack's 18.
+    DEP4 pods fill their tray, so N keeps their claims as N-1 rendered them."""
+    cr = cr_of(SEED, ns)
+    cr["metadata"]["name"] = name
+    cr["spec"]["prefill"]["endpoints"] = 2
+    cr["spec"]["prefill"]["topology"] = {"dataParallel": 4, "tensorParallel": 1, "expertParallel": True}
+    cr["spec"]["kvTransfer"]["preflight"] = {"enabled": False}
+    return cr
+
+
+def _upgrade(kube: Kube, release: str, namespace: str, tmp_path: Path, old: Path, prev: OperatorProcess,
+             crs: dict[str, dict[str, Any]]) -> None:
+    for cr in crs.values():
         kube.apply(cr)
     for n in crs:
         _ready_under_previous(kube, n, namespace)
@@ -200,7 +220,7 @@ def test_upgrade_from_the_previous_operator_and_chart_restarts_no_unchanged_engi
         print(f"converged {took:.1f} s after the upgrade began; {kept} engine pods with an unchanged spec kept "
               f"(UIDs equal; per deployment {per}), {len(replaced)} due for replacement by the fault or the roll: "
               f"{sorted(replaced)}; pods whose rendered spec N changed: {differ or 'none'}")
-        # The test compares something: the ready deployment's 6 engine pods at least.
-        assert kept >= 6, (kept, unchanged, replaced)
+        # The test compares something: the ready deployment's 4 engine pods at least.
+        assert kept >= 4, (kept, unchanged, replaced)
     finally:
         new.stop()

@@ -4,6 +4,8 @@ touches), restricted Pod Security, the strict values schema, and the CRD identic
 
 from __future__ import annotations
 
+import copy
+
 import argparse
 import json
 import shutil
@@ -166,7 +168,10 @@ def test_default_install_objects(default):
         ("MutatingAdmissionPolicy", "qdd-tray-claims"),
         ("MutatingAdmissionPolicyBinding", "qdd-tray-claims"),
     ])
-    policy = [o for o in default if o["kind"].startswith("MutatingAdmissionPolicy")]
+    policy = copy.deepcopy([o for o in default if o["kind"].startswith("MutatingAdmissionPolicy")])
+    for o in policy:  # kept on uninstall with the CRDs (crds.keep): deployments outlive the release
+        assert o["metadata"].pop("annotations") == {"helm.sh/resource-policy": "keep",
+                                                    "argocd.argoproj.io/sync-options": "Prune=false,Delete=false"}
     assert policy == list(yaml.safe_load_all((ROOT / "crds" / "qdd-tray-claims-policy.yaml").read_text()))
     for o in default:
         if o["kind"] not in ("ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "MutatingAdmissionPolicy",
@@ -518,8 +523,9 @@ def test_other_crd_files_are_byte_identical_to_qdd_crd(kind, name):
 
 
 def test_crd_keep_and_install_switches():
-    for crd in (o for o in template("crds.keep=false") if o["kind"] == "CustomResourceDefinition"):
-        assert "annotations" not in crd["metadata"]
+    kept = ("CustomResourceDefinition", "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding")
+    unkept = [o for o in template("crds.keep=false") if o["kind"] in kept]
+    assert len(unkept) == 5 and all("annotations" not in o["metadata"] for o in unkept)
     assert not [o for o in template("crds.install=false") if o["kind"] == "CustomResourceDefinition"]
 
 

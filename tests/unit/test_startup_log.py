@@ -100,3 +100,21 @@ def test_odd_input_never_raises():
     p = parse_startup_log("\n".join([_line("23:59:59", "a"),
                                      "(A pid=1) INFO 01-01 00:00:10 [x.py:1] Starting vLLM server on http://x"]))
     assert p.serving and p.log_span is None
+
+
+def test_every_key_written_is_in_the_status_schema():
+    """status.startup is written through the CRD's structural schema: a key it lacks is pruned by the
+    API server without an error (warmupSeconds, modelInitSeconds and compileCacheRefused were, once)."""
+    from qdd.api.status import EngineStartup
+
+    p = parse_startup_log(WARM)
+    p.compile_cache_refused = p.compile_cache_refused or "a reason"
+    p.startup_plan = True
+    for f in ("weights", "model_init", "model_load", "dynamo", "compile", "torch_compile", "warmup", "kv_profile",
+              "graphs", "engine_init", "nixl_registration", "log_span"):
+        setattr(p, f, 1.5)
+    written = p.as_status()
+    assert len(written) == 15
+    known = {f.alias for f in EngineStartup.model_fields.values()}
+    assert set(written) - known == set()
+    EngineStartup.model_validate({"pod": "p", **written})

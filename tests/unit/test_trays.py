@@ -102,3 +102,21 @@ def test_policy_labels_each_pod_with_the_claim_it_gives_it():
     expr = policy["mutations"][0]["applyConfiguration"]["expression"]
     assert "labels: {'qdd.dev/tray-claim': variables.claim}" in expr
     assert "resourceClaimName: variables.claim" in expr
+
+
+def test_only_pods_that_share_a_tray_get_tray_claims():
+    """DEP2 prefill (two pods per 4-GPU tray) shares one claim per tray; a DEP4 prefill pod fills its
+    tray and keeps one claim of its own from the template (no restart when the operator is upgraded)."""
+    from qdd.render.trayclaims import pod_annotations, tray_claims, uses_tray_claims
+
+    dep2 = plan_of(_cr("qwen35-397b-4xdep2-1xdep8"))
+    assert uses_tray_claims(dep2, dep2.prefill)
+    assert [c["metadata"]["name"] for c in tray_claims(dep2, dep2.prefill)] == [
+        "qwen35-397b-4xdep2-1xdep8-prefill-tray-0", "qwen35-397b-4xdep2-1xdep8-prefill-tray-1"]
+    assert pod_annotations(dep2, dep2.prefill)["qdd.dev/pods-per-tray"] == "2"
+    dep4 = plan_of(_cr("qwen35-397b-4xdep2-1xdep8", lambda s: s["prefill"].update(
+        endpoints=2, topology={"dataParallel": 4, "tensorParallel": 1, "expertParallel": True})))
+    assert dep4.prefill.gpus_per_pod == 4
+    assert not uses_tray_claims(dep4, dep4.prefill)
+    assert tray_claims(dep4, dep4.prefill) == [] and pod_annotations(dep4, dep4.prefill) == {}
+    assert _uses(dep4)["prefill"] == (2, 8, 8, 0, False)

@@ -306,7 +306,9 @@ class Kube:
         req = self.api.param_serialize(
             "GET", f"/api/v1/namespaces/{namespace}/pods/{name}/log",
             query_params=[("container", container), ("limitBytes", limit_bytes)],
-            header_params={"Accept": "text/plain"}, auth_settings=["BearerToken"])
+            # kube-apiserver answers pods/log as text/plain whatever is asked, but refuses an Accept
+            # of text/plain alone with 406 (v1.36.3): the client's own default is application/json.
+            header_params={"Accept": "application/json, */*"}, auth_settings=["BearerToken"])
         resp = self.api.call_api(*req, _request_timeout=(min(5.0, timeout), timeout))
         body = resp.read()
         if not 200 <= resp.status <= 299:

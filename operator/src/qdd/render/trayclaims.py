@@ -53,7 +53,10 @@ HOSTNAME = "kubernetes.io/hostname"
 
 
 def uses_tray_claims(plan: Plan, role: RolePlan) -> bool:
-    return plan.compute_domain and role.uses_statefulset
+    """Only where pods share a tray: a StatefulSet pod that fills its tray (a DEP4 prefill on a
+    4-GPU tray) keeps one claim of its own from the template, as before tray claims, so an upgrade
+    of the operator does not restart it."""
+    return plan.compute_domain and role.uses_statefulset and pods_per_tray(plan, role) > 1
 
 
 def claim_spec(domain_id: str, allocation_mode: str = "Single") -> dict[str, Any]:

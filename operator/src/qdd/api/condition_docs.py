@@ -70,9 +70,8 @@ _ACCURACY_INVALID = ("the benchmark spec.validation.accuracy.benchmarkName names
                      "or measures another deployment")
 _ACCURACY_INVALID_DO = "create the QwenDisaggBenchmark with spec.deploymentName this deployment and spec.accuracy"
 
-_SERVING = (" From the engines' own metrics (spec.observe; docs/observability.md), over spec.observe.windowSeconds: "
-            "True names the cause, and it clears once a whole window passes without it; a Warning event when raised, "
-            "a Normal one when cleared. Absent when spec.observe.enabled is false.")
+_SERVING = (" From the engines' own metrics (spec.observe; docs/observability.md): True names the cause; a "
+            "Warning event when raised, a Normal one when cleared. Absent when spec.observe.enabled is false.")
 _no_metrics = ReasonDoc(R.NO_ENGINE_METRICS, "Unknown", "no engine's metrics could be read yet (pods starting, or "
                         "status.serving.errors says why: refused, timeout, over the read limit, Prometheus)",
                         "wait for the pods; if it lasts, check that the operator reaches the pods' HTTP port (network "
@@ -289,7 +288,8 @@ CONDITIONS: tuple[ConditionDoc, ...] = (
                  )),
     *(ConditionDoc(t, DEPLOYMENT, means + _SERVING, (_no_metrics, _not_allowed, *reasons)) for t, means, reasons in (
         (C.KV_TRANSFER_FAILING, "NIXL KV transfers failed (vllm:nixl_num_failed_transfers on decode, which counts "
-         "failed handshakes and notifications too), more than spec.observe.thresholds.failedTransfers in the window.", (
+         "failed handshakes and notifications too), more than spec.observe.thresholds.failedTransfers in "
+         "spec.observe.windowSeconds; clears once a whole window passes without one.", (
              ReasonDoc(R.NO_FAILED_TRANSFERS, "False", "no failure in the window; the message counts the transfers "
                        "done", "-"),
              ReasonDoc(R.KV_TRANSFERS_FAILING, "True", "transfers failed; the message names the pods and engines and "
@@ -301,15 +301,19 @@ CONDITIONS: tuple[ConditionDoc, ...] = (
          )),
         (C.KV_LEASE_EXPIRING, "Prefill freed a request's KV blocks before decode read them "
          "(vllm:nixl_num_kv_expired_reqs, vllm:nixl_num_notifications_after_expiry on prefill), more than "
-         "spec.observe.thresholds.expiredLeases in the window.", (
+         "spec.observe.thresholds.expiredLeases in spec.observe.windowSeconds; clears once a whole window passes "
+         "without one.", (
              ReasonDoc(R.LEASES_HELD, "False", "no lease expired in the window", "-"),
              ReasonDoc(R.KV_LEASE_EXPIRED, "True", "leases expired: decode read (or would read) freed blocks, "
                        "which answers HTTP 200 with garbage (vLLM 0.33 only logs and counts it)",
                        "raise spec.kvTransfer.leaseSeconds above decode's read delay; find why decode reads late "
                        "(RequestsQueueing or KVCacheSaturated on decode: add decode endpoints)"),
          )),
-        (C.KV_CACHE_SATURATED, "An engine's KV cache stayed at or above spec.observe.thresholds.kvCacheUsage "
-         "(vllm:kv_cache_usage_perc) for the whole window, or engines preempted requests (vllm:num_preemptions).", (
+        (C.KV_CACHE_SATURATED, "An engine's KV cache was at or above spec.observe.thresholds.kvCacheUsage "
+         "(vllm:kv_cache_usage_perc) at every read for a whole spec.observe.windowSeconds (KVCacheFull, held until "
+         "every read of a whole window is below), or engines preempted more requests than "
+         "spec.observe.thresholds.preemptions in the window (vllm:num_preemptions; clears once a whole window "
+         "passes without one).", (
              ReasonDoc(R.KV_CACHE_AVAILABLE, "False", "room in every cache; the message has the highest usage", "-"),
              ReasonDoc(R.KV_CACHE_FULL, "True", "a cache stayed full: new requests wait, running ones get "
                        "preempted", "add endpoints of that role, lower spec.workload.concurrency or give the cache "
@@ -317,16 +321,19 @@ CONDITIONS: tuple[ConditionDoc, ...] = (
              ReasonDoc(R.PREEMPTING, "True", "requests were preempted: each recomputes its prefill on the engine "
                        "that preempted it", "as KVCacheFull"),
          )),
-        (C.REQUESTS_QUEUEING, "An engine's queue (vllm:num_requests_waiting) stayed above "
-         "spec.observe.thresholds.waitingPerEngine at every read of the window, while /health stays green.", (
-             ReasonDoc(R.QUEUE_WITHIN_BOUND, "False", "every queue drained below the bound in the window", "-"),
+        (C.REQUESTS_QUEUEING, "An engine's queue (vllm:num_requests_waiting) was above "
+         "spec.observe.thresholds.waitingPerEngine at every read for a whole spec.observe.windowSeconds, while "
+         "/health stays green; held until every read of a whole window is at or below it.", (
+             ReasonDoc(R.QUEUE_WITHIN_BOUND, "False", "no queue stayed above the bound for a whole window", "-"),
              ReasonDoc(R.QUEUE_BEYOND_BOUND, "True", "load beyond the role's capacity; the message names the "
                        "engines", "add endpoints of that role (prefill: `kubectl scale qdd/NAME --replicas=N`) or "
                        "lower the offered load"),
          )),
-        (C.ENGINE_STALLED, "An engine core (one DP rank) with requests running made no token "
-         "(vllm:prompt_tokens + vllm:generation_tokens unchanged) for spec.observe.thresholds.stallSeconds while "
-         "another engine of its role did.", (
+        (C.ENGINE_STALLED, "An engine core (one DP rank) with requests running at every read made no token "
+         "(vllm:prompt_tokens + vllm:generation_tokens unchanged) for spec.observe.thresholds.stallSeconds; the "
+         "message says whether other engines of its role made tokens meanwhile (evidence, not required: a single "
+         "engine, or a whole DP/EP group hung together, is stalled too). True while the stall lasts; cleared by "
+         "the first read with a token or no request running.", (
              ReasonDoc(R.ALL_ENGINES_PROGRESSING, "False", "every engine with requests running made tokens", "-"),
              ReasonDoc(R.ENGINE_NOT_PROGRESSING, "True", "a hung rank: it holds its requests and, in a DP/EP group, "
                        "its peers' collectives", "read that pod's log; deleting the pod makes qdd recreate its "

@@ -39,11 +39,14 @@ unread. NIXL transfers or notifications failed (decode answered HTTP 500, or rec
 KV_LEASE_EXPIRING = "KVLeaseExpiring"
 """Prefill freed a request's KV blocks before decode read them (vllm:nixl_num_kv_expired_reqs)."""
 KV_CACHE_SATURATED = "KVCacheSaturated"
-"""An engine's KV cache stayed full over the window, or engines preempted requests."""
+"""An engine's KV cache was full at every read for a whole window (held until a whole window below), or
+engines preempted requests."""
 REQUESTS_QUEUEING = "RequestsQueueing"
-"""An engine's waiting queue never drained below the bound over the window."""
+"""An engine's waiting queue stayed above the bound at every read for a whole window (held until a whole
+window at or below)."""
 ENGINE_STALLED = "EngineStalled"
-"""An engine core (a DP rank) with requests running made no token while its peers did."""
+"""An engine core (a DP rank) with requests running made no token for stallSeconds (its peers' progress is
+evidence in the message, not required)."""
 SERVING_TYPES = (KV_TRANSFER_FAILING, KV_LEASE_EXPIRING, KV_CACHE_SATURATED, REQUESTS_QUEUEING, ENGINE_STALLED)
 
 SLO_ATTAINABLE = "SLOAttainable"

@@ -43,15 +43,17 @@ _READS_RULES = (
 
 
 class ObserveThresholds(ApiModel):
-    """When a serving condition is raised. Counts are over spec.observe.windowSeconds; a condition
-    clears when a whole window passes without its cause."""
+    """When a serving condition is raised. Counts are over spec.observe.windowSeconds (cleared when a
+    whole window passes without one); levels (kvCacheUsage, waitingPerEngine) are raised after a
+    whole window at every read and cleared after a whole window below; stallSeconds is its own
+    duration (docs/observability.md)."""
 
     failed_transfers: int = Field(0, ge=0, le=1000000, description="KVTransferFailing is True when more NIXL transfers than this failed in the window (vllm:nixl_num_failed_transfers, every engine; it counts failed handshakes and notifications too). Default 0: a failed KV transfer is an HTTP 500 or a recomputed prefill, never normal.")
     expired_leases: int = Field(0, ge=0, le=1000000, description="KVLeaseExpiring is True when more requests than this had their KV lease expire in the window (vllm:nixl_num_kv_expired_reqs on prefill), or more read notifications than this came after expiry (vllm:nixl_num_notifications_after_expiry, one per remote rank). Default 0: a late read after expiry answers HTTP 200 with garbage (docs/facts/vllm-observe.md).")
-    kv_cache_usage: float = Field(0.95, gt=0, le=1, description="KVCacheSaturated is True when an engine's vllm:kv_cache_usage_perc (0..1) stays at or above this over the window. Default 0.95: vLLM's scheduler preempts when it cannot allocate a block; at 95% a decode step of the running batch is a few blocks from it.")
+    kv_cache_usage: float = Field(0.95, gt=0, le=1, description="KVCacheSaturated (reason KVCacheFull) is True when an engine's vllm:kv_cache_usage_perc (0..1) is at or above this at every read for a whole window, and stays True until every read of a whole window is below it. Default 0.95: vLLM's scheduler preempts when it cannot allocate a block; at 95% a decode step of the running batch is a few blocks from it.")
     preemptions: int = Field(0, ge=0, le=1000000, description="KVCacheSaturated (reason Preempting) is True when engines preempted more requests than this in the window (vllm:num_preemptions). Default 0: a preempted decode request recomputes its whole prefill locally, which P/D exists to avoid.")
-    waiting_per_engine: int = Field(32, ge=0, le=1000000, description="RequestsQueueing is True when an engine's vllm:num_requests_waiting stays above this at every read of the window. Default 32: a queue that never drains below a full decode CUDA-graph batch step of a small engine (vLLM's smallest capture sizes) is load beyond capacity, not a burst.")
-    stall_seconds: int = Field(DEFAULT_STALL_SECONDS, ge=30, le=86400, description="EngineStalled is True when an engine with requests running has produced no token (vllm:prompt_tokens + vllm:generation_tokens unchanged) for this long while another engine of its role has. Default 120: longer than one 8K prefill chunked over a busy batch and than a CUDA-graph recapture, shorter than a user's patience. At most " f"{MAX_READS} × spec.observe.periodSeconds.")
+    waiting_per_engine: int = Field(32, ge=0, le=1000000, description="RequestsQueueing is True when an engine's vllm:num_requests_waiting is above this at every read for a whole window, and stays True until every read of a whole window is at or below it. Default 32: a queue that never drains below a full decode CUDA-graph batch step of a small engine (vLLM's smallest capture sizes) is load beyond capacity, not a burst.")
+    stall_seconds: int = Field(DEFAULT_STALL_SECONDS, ge=30, le=86400, description="EngineStalled is True when an engine with requests running at every read has produced no token (vllm:prompt_tokens + vllm:generation_tokens unchanged) for this long, whether or not another engine of its role has (the message says which); it clears when the engine makes a token or has no request running. Default 120: longer than one 8K prefill chunked over a busy batch and than a CUDA-graph recapture, shorter than a user's patience. At most " f"{MAX_READS} × spec.observe.periodSeconds.")
 
 
 class PrometheusSource(ApiModel):

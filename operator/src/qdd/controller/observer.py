@@ -73,6 +73,8 @@ class _Tracked:
     due: float = 0.0
     busy: bool = False
     last_conditions: tuple[tuple[str, str], ...] = ()
+    held: frozenset[tuple[str, str]] = frozenset()
+    """The level conditions raised by the last judgement (their hysteresis: qdd.observe.judge)."""
 
 
 def serving_pods(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -179,18 +181,22 @@ class Observer:
 
     def judgement(self, namespace: str, name: str) -> tuple[Judgement, float | None] | None:
         """(the judgement of the reads kept, the newest read's time) of a tracked deployment; None if
-        untracked. Pure computation on the cache: no read happens here."""
+        untracked. Computation on the cache, no read happens here; it keeps the level conditions
+        the judgement raised for the next one (their hysteresis)."""
         with self._lock:
             t = self._tracked.get((namespace, name))
             if t is None:
                 return None
             reads = {p: list(rs) for p, rs in t.reads.items()}
             reads |= {p: [] for p in t.targets if p not in reads}
-            spec, generation, lease, refused = t.spec, t.generation, t.lease_seconds, t.refused
+            spec, generation, lease, refused, held = t.spec, t.generation, t.lease_seconds, t.refused, t.held
         if refused is not None:
             return not_allowed(refused, generation), None
         newest = max((r.time for rs in reads.values() for r in rs), default=None)
-        j = judge(reads, spec.thresholds, spec.window_seconds, self.clock(), generation, lease)
+        j = judge(reads, spec.thresholds, spec.window_seconds, self.clock(), generation, lease, held)
+        with self._lock:
+            if self._tracked.get((namespace, name)) is t:
+                t.held = j.held
         return j, newest
 
     def reads_of(self, namespace: str, name: str, pod: str) -> list[PodRead]:

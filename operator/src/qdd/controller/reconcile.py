@@ -45,7 +45,7 @@ from .rendercache import RenderCache
 from .events import transition_events
 from .stall import seconds_to_check
 from .status_inputs import Inputs, status_inputs
-from .serving import add_serving, serving_events
+from .serving import add_serving, forget_metrics, serving_events
 from .status import Observed, compute_status, ready_ignoring_rollout, rollout_status, status_patch
 from .startup_logs import StartupLogs, add_startup
 from .weight_cache import add_weight_cache, labels_to_set, weight_cache_events, weight_cache_root
@@ -190,6 +190,7 @@ class Reconciler:
             self.registration.forget(namespace, name)
         _RENDERED.forget((namespace, name))
         self.observer.forget(namespace, name)
+        forget_metrics(namespace, name)
         self.autoscaler.forget(namespace, name)
         self.startup.forget(namespace, name)
         metrics.MANAGED.set(len(self.managed))

@@ -8,6 +8,7 @@ the rest of the status keeps what described the children); spec.observe.enabled 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 from typing import Any
 
@@ -59,6 +60,14 @@ def kept_serving(old: dict[str, Any] | None, new: dict[str, Any], period_s: int)
     return old if age is not None and 0 <= age < REFRESH_PERIODS * period_s else new
 
 
+def forget_metrics(namespace: str, name: str) -> None:
+    """Remove the deployment's ``qdd_serving_condition`` series (it is gone, or spec.observe.enabled is
+    false): a series left behind would say 0 or 1 of a condition no one judges any more."""
+    for ctype in C.SERVING_TYPES:
+        with contextlib.suppress(KeyError):  # never set for this deployment
+            metrics.SERVING_CONDITION.remove(namespace, name, ctype)
+
+
 def add_serving(status: dict[str, Any], cr: dict[str, Any], plan: Plan | None, observed: list[dict[str, Any]],
                 observer: Observer, now: str) -> dict[str, Any]:
     """``status`` (as qdd.controller.status.compute_status made it) with status.serving and the
@@ -75,6 +84,7 @@ def add_serving(status: dict[str, Any], cr: dict[str, Any], plan: Plan | None, o
     spec = plan.spec.observe
     if not spec.enabled:
         observer.forget(ns, name)
+        forget_metrics(ns, name)
         return status
     pods = [o for o in observed if o.get("kind") == "Pod"]
     observer.track(ns, name, spec, pods, plan.spec.ports.http, meta.get("generation"),

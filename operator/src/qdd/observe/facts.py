@@ -3,7 +3,8 @@ these (:mod:`qdd.observe.judge`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from .model import EngineFacts, EngineRead, PodRead, RoleServing
 from .window import histogram_increase, increase, merge, percentiles
@@ -31,6 +32,43 @@ def _quiet_seconds(points: list[tuple[float, EngineRead]], now: float) -> float:
     if any(e.running == 0 for t, e in points if t >= start):
         return 0.0
     return max(0.0, min(now, points[-1][0]) - start)
+
+
+@dataclass(frozen=True)
+class Run:
+    """How one engine's reads met a level rule (a gauge at or above, or above, a threshold).
+
+    ``seconds``: the newest read's time minus the first read of the unbroken run of reads that meet
+    the rule and end at the newest read (0 when the newest read does not meet it): "at every read of
+    the last ``seconds``", over every read kept (the window and a little more). ``low`` the lowest
+    value over that run. ``hits`` and ``reads``: reads within the window that meet it, and all the
+    reads within the window; ``peak`` the highest value within the window."""
+
+    seconds: float = 0.0
+    low: float = 0.0
+    hits: int = 0
+    reads: int = 0
+    peak: float = 0.0
+
+    def whole(self, window_seconds: float) -> bool:
+        """Met at every read for at least a whole window (the raise rule of the level conditions)."""
+        return self.seconds >= window_seconds
+
+
+def run_of(points: Sequence[tuple[float, EngineRead]], value: Callable[[EngineRead], float],
+           meets: Callable[[float], bool], now: float, window_seconds: float) -> Run:
+    """The :class:`Run` of one engine's ``points`` (time, read), oldest first."""
+    if not points:
+        return Run()
+    start = None
+    for t, e in reversed(points):
+        if not meets(value(e)):
+            break
+        start = t
+    run = [value(e) for t, e in points if start is not None and t >= start]
+    inside = [value(e) for t, e in points if now - t <= window_seconds]
+    return Run(seconds=points[-1][0] - start if start is not None else 0.0, low=min(run, default=0.0),
+               hits=sum(1 for v in inside if meets(v)), reads=len(inside), peak=max(inside, default=0.0))
 
 
 def engine_facts(pod: PodRead, reads: Sequence[PodRead], now: float) -> list[EngineFacts]:

@@ -2,28 +2,40 @@
 
 Each condition is abnormal-true (as a node's MemoryPressure): True names its cause with the pods
 and engines it saw and what to do; False is healthy; Unknown (NoEngineMetrics) when no engine
-could be read. A condition counts its cause over spec.observe.windowSeconds, so it clears by
-itself once a whole window passes without it. The thresholds and their sources:
-qdd.api.observe.ObserveThresholds and docs/observability.md.
+could be read. The thresholds and their sources: qdd.api.observe.ObserveThresholds and
+docs/observability.md. Three kinds of rule:
+
+* counts (KVTransferFailing, KVLeaseExpiring, KVCacheSaturated's Preempting): a counter grew by more
+  than the threshold over spec.observe.windowSeconds; raised at the first read that shows it, cleared
+  once the window holds no growth (PromQL's ``increase(...[window]) > threshold``);
+* levels (KVCacheSaturated's KVCacheFull, RequestsQueueing): raised when one engine's gauge met the
+  threshold at every read for at least a whole window; held (hysteresis) while an engine of a role
+  raised still meets it at some read of the last window, cleared once every read of a whole window
+  is below. What was raised is the judgement's ``held``, given back to the next judgement;
+* EngineStalled: an engine with requests running at every read made no token for stallSeconds;
+  raised while that lasts, cleared by the first read that shows a token or no request running.
+  Other engines of its role making tokens meanwhile is evidence the message gives, not a condition.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..api import conditions as C
 from ..api.conditions import Reason as R
 from ..api.observe import ObserveThresholds
-from .facts import ROLES, engine_facts, role_serving, series
-from .model import EngineFacts, PodRead, RoleServing
+from .facts import ROLES, Run, engine_facts, role_serving, run_of, series
+from .model import EngineFacts, EngineRead, PodRead, RoleServing
 from .window import increase
 
 CONDITION_TYPES = C.SERVING_TYPES
 NAMED = 4
 """Pods or engines named in a message at most (the rest are counted)."""
+Held = frozenset[tuple[str, str]]
+"""(reason, role) of each level condition raised (KVCacheFull, QueueBeyondBound): the state their
+hysteresis keeps between two judgements."""
 
 
 @dataclass(frozen=True)
@@ -36,6 +48,26 @@ class Judgement:
     engines: list[EngineFacts]
     conditions: list[dict[str, Any]]
     errors: list[str] = field(default_factory=list)
+    held: Held = frozenset()
+    """The level conditions raised, per role: pass it as the next judgement's ``held``."""
+
+
+@dataclass(frozen=True)
+class _Level:
+    """One level condition: ``raising`` the engines (and their runs) that met it at every read for a
+    whole window; ``holding`` those of a role raised before (not raised again now) that still met it
+    at some read of the window; ``roles`` the roles raised after this judgement."""
+
+    raising: list[tuple[EngineFacts, Run]]
+    holding: list[tuple[EngineFacts, Run]]
+    roles: frozenset[str]
+
+
+def _level(runs: list[tuple[EngineFacts, Run]], reason: str, held: Held, w: int) -> _Level:
+    raising = [(e, r) for e, r in runs if r.whole(w)]
+    up = {e.role for e, _ in raising}
+    holding = [(e, r) for e, r in runs if e.role not in up and (reason, e.role) in held and r.hits > 0]
+    return _Level(raising, holding, frozenset(up | {e.role for e, _ in holding}))
 
 
 def _cond(ctype: str, ok: bool | None, reason: str, message: str, generation: int | None) -> dict[str, Any]:
@@ -96,15 +128,24 @@ def _lease(reads: Mapping[str, Sequence[PodRead]], t: ObserveThresholds, w: int,
     return _cond(C.KV_LEASE_EXPIRING, False, R.LEASES_HELD, f"no KV lease expired in the last {w} s", g)
 
 
-def _saturated(engines: list[EngineFacts], roles: dict[str, RoleServing], t: ObserveThresholds, w: int,
+def _saturated(level: _Level, roles: dict[str, RoleServing], t: ObserveThresholds, w: int,
                g: int | None) -> dict[str, Any]:
-    full = [e for e in engines if e.progressed is not None and e.min_kv_cache_usage >= t.kv_cache_usage]
-    if full:
+    act = ("Add endpoints of that role, lower spec.workload.concurrency, or give the cache more memory "
+           "(tuning.gpuMemoryUtilization)")
+    clears = f"It clears once every read of a whole window ({w} s) is below {t.kv_cache_usage:.0%}"
+    if level.raising:
+        where = _named([f"{e.role} {e.pod} engine {e.engine} (≥ {r.low:.0%} at every read of the last "
+                        f"{r.seconds:.0f} s)" for e, r in level.raising])
         return _cond(C.KV_CACHE_SATURATED, True, R.KV_CACHE_FULL,
-                     f"KV cache at or above {t.kv_cache_usage:.0%} for the whole last {w} s on "
-                     f"{_named([f'{e.role} {e.pod} engine {e.engine} (≥ {e.min_kv_cache_usage:.0%})' for e in full])}: "
-                     "new requests wait and running ones are preempted. Add endpoints of that role, lower "
-                     "spec.workload.concurrency, or give the cache more memory (tuning.gpuMemoryUtilization)", g)
+                     f"KV cache at or above {t.kv_cache_usage:.0%} at every read for a "
+                     f"whole window ({w} s) on {where}: new requests wait and running ones are preempted. {act}. "
+                     f"{clears}", g)
+    if level.holding:
+        where = _named([f"{e.role} {e.pod} engine {e.engine} (at or above at {r.hits} of {r.reads} reads, highest "
+                        f"{r.peak:.0%})" for e, r in level.holding])
+        return _cond(C.KV_CACHE_SATURATED, True, R.KV_CACHE_FULL,
+                     f"KV cache was at or above {t.kv_cache_usage:.0%} at every read for a whole window, and still "
+                     f"reached it in the last {w} s on {where}. {clears}. {act}", g)
     preempted = int(sum(r.preemptions for r in roles.values()))
     if preempted > t.preemptions:
         where = ", ".join(f"{r.role}: {int(r.preemptions)}" for r in roles.values() if r.preemptions)
@@ -118,30 +159,56 @@ def _saturated(engines: list[EngineFacts], roles: dict[str, RoleServing], t: Obs
                  f"no preemption in the last {w} s", g)
 
 
-def _queueing(engines: list[EngineFacts], t: ObserveThresholds, w: int, g: int | None) -> dict[str, Any]:
-    long = [e for e in engines if e.progressed is not None and e.min_waiting > t.waiting_per_engine]
-    if long:
+def _queueing(level: _Level, t: ObserveThresholds, w: int, g: int | None) -> dict[str, Any]:
+    act = ("the load is beyond that role's capacity while /health stays green. Add endpoints of that role "
+           "(prefill: kubectl scale qdd/NAME --replicas=N) or lower the offered load")
+    clears = f"It clears once every read of a whole window ({w} s) is at or below {t.waiting_per_engine}"
+    if level.raising:
+        where = _named([f"{e.role} {e.pod} engine {e.engine} (≥ {int(r.low)} at every read of the last "
+                        f"{r.seconds:.0f} s)" for e, r in level.raising])
         return _cond(C.REQUESTS_QUEUEING, True, R.QUEUE_BEYOND_BOUND,
-                     f"requests waiting above {t.waiting_per_engine} per engine at every read of the last {w} s on "
-                     f"{_named([f'{e.role} {e.pod} engine {e.engine} (≥ {int(e.min_waiting)})' for e in long])}: "
-                     "the load is beyond that role's capacity while /health stays green. Add endpoints of that "
-                     "role (prefill: kubectl scale qdd/NAME --replicas=N) or lower the offered load", g)
+                     f"requests waiting above {t.waiting_per_engine} per engine at every read for a whole window "
+                     f"({w} s) on {where}: {act}. {clears}", g)
+    if level.holding:
+        where = _named([f"{e.role} {e.pod} engine {e.engine} (above at {r.hits} of {r.reads} reads, highest "
+                        f"{int(r.peak)})" for e, r in level.holding])
+        return _cond(C.REQUESTS_QUEUEING, True, R.QUEUE_BEYOND_BOUND,
+                     f"requests waited above {t.waiting_per_engine} per engine at every read for a whole window, and "
+                     f"still did in the last {w} s on {where}. {clears}: {act}", g)
     return _cond(C.REQUESTS_QUEUEING, False, R.QUEUE_WITHIN_BOUND,
-                 f"no engine queued above {t.waiting_per_engine} requests for the whole last {w} s", g)
+                 f"no engine queued above {t.waiting_per_engine} requests at every read of a whole window ({w} s)", g)
 
 
-def _stalled(engines: list[EngineFacts], t: ObserveThresholds, g: int | None) -> dict[str, Any]:
-    # Engines of each role that made tokens, counted once: a list of peers per engine was quadratic
-    # (5,760 engines, 72 on each of 80 pods, took seconds of every pass; round 4).
-    moving = Counter(e.role for e in engines if (e.progressed or 0) > 0)
-    stuck = [e for e in engines
-             if e.quiet_seconds >= t.stall_seconds and moving[e.role] - ((e.progressed or 0) > 0) > 0]
+def _evidence(role: str, engines: list[EngineFacts], stuck: list[EngineFacts], moved: set[tuple[str, str]],
+              stall_s: int) -> str:
+    """What the other engines of ``role`` did over the last stallSeconds: supporting evidence."""
+    mine = [e for e in engines if e.role == role]
+    moving = sum(1 for e in mine if (e.pod, e.engine) in moved)
+    if moving:
+        return (f"{moving} other {role} engine{'s' if moving > 1 else ''} made tokens in the last {stall_s} s "
+                "(this engine is stuck, not the load)")
+    if len(mine) == 1:
+        return f"it is the only {role} engine read (no peer to compare with; none is needed)"
+    quiet = sum(1 for e in stuck if e.role == role)
+    return (f"no other {role} engine made a token in the last {stall_s} s either ({quiet} of {len(mine)} "
+            "stalled): the whole role or the DP/EP group its engines share is hung, or every engine waits on "
+            "something they share (KV transfers, the router)")
+
+
+def _stalled(engines: list[EngineFacts], moved: set[tuple[str, str]], t: ObserveThresholds,
+             g: int | None) -> dict[str, Any]:
+    # ``moved``: engines whose tokens grew over the last stallSeconds, a set (a list of peers per
+    # engine was quadratic: 5,760 engines, 72 on each of 80 pods, took seconds of every pass; round 4).
+    stuck = [e for e in engines if e.quiet_seconds >= t.stall_seconds]
     if stuck:
+        evidence = "; ".join(_evidence(role, engines, stuck, moved, t.stall_seconds)
+                             for role in ROLES if any(e.role == role for e in stuck))
         return _cond(C.ENGINE_STALLED, True, R.ENGINE_NOT_PROGRESSING,
                      f"{_named([f'{e.role} {e.pod} engine {e.engine} (no token for {e.quiet_seconds:.0f} s)' for e in stuck])} "
-                     f"had requests running but made no token while other {stuck[0].role} engines did (threshold "
-                     f"{t.stall_seconds} s): a hung rank holds its requests and, in a DP/EP group, its peers' "
-                     "collectives. Read that pod's log; deleting it makes qdd recreate its whole group", g)
+                     f"had requests running at every read but made no token for {t.stall_seconds} s or longer "
+                     f"(threshold); {evidence}. A hung rank holds its requests and, in a DP/EP group, its peers' "
+                     "collectives. Read that pod's log; deleting it makes qdd recreate its whole group. It clears "
+                     "at the first read that shows a token or no request running", g)
     return _cond(C.ENGINE_STALLED, False, R.ALL_ENGINES_PROGRESSING,
                  f"every engine with requests running made tokens in the last {t.stall_seconds} s", g)
 
@@ -170,11 +237,19 @@ def not_allowed(why: str, generation: int | None = None) -> Judgement:
     return Judgement({role: RoleServing(role) for role in ROLES}, [], _not_allowed(why, generation), [why])
 
 
+def _moved(reads: Mapping[str, Sequence[PodRead]], now: float, seconds: int) -> set[tuple[str, str]]:
+    """(pod, engine) of every engine whose tokens grew over the reads of the last ``seconds``."""
+    return {(p, engine) for p, rs in reads.items()
+            for engine, points in series([r for r in rs if now - r.time <= seconds]).items()
+            if increase([e.tokens for _, e in points]) > 0}
+
+
 def judge(reads: Mapping[str, Sequence[PodRead]], thresholds: ObserveThresholds, window_seconds: int, now: float,
-          generation: int | None = None, lease_seconds: int | None = None) -> Judgement:
-    """``reads``: pod -> its reads, oldest first (the reader's window: spec.observe.windowSeconds,
-    or stallSeconds when longer); ``now``: Unix seconds. Counts and rates use the reads within
-    ``window_seconds`` of ``now``; EngineStalled uses all of them."""
+          generation: int | None = None, lease_seconds: int | None = None, held: Held = frozenset()) -> Judgement:
+    """``reads``: pod -> its reads, oldest first (the reader keeps max(windowSeconds, stallSeconds)
+    and two periods); ``now``: Unix seconds; ``held``: the previous judgement's ``held`` (the level
+    conditions raised; empty: none). Counts, rates and the level conditions' windows use the reads
+    within ``window_seconds`` of ``now``; a level's run and EngineStalled use every read."""
     recent = {p: [r for r in rs if now - r.time <= window_seconds and r.error is None] for p, rs in reads.items()}
     all_ok = {p: [r for r in rs if r.error is None] for p, rs in reads.items()}
     errors = sorted(f"{p}: {rs[-1].error}" for p, rs in reads.items() if rs and rs[-1].error)
@@ -185,9 +260,17 @@ def judge(reads: Mapping[str, Sequence[PodRead]], thresholds: ObserveThresholds,
                            e.min_kv_cache_usage, quiet.get((e.pod, e.engine), 0.0)) for e in engines]
     if not engines:
         why = f"no engine's metrics could be read ({_named(errors)})" if errors else "no engine pod serves metrics yet"
-        return Judgement(roles, [], _unknown(why, generation), errors)
-    w = window_seconds
-    conds = [_transfers(recent, thresholds, w, generation, roles), _lease(recent, thresholds, w, generation, lease_seconds),
-             _saturated(engines, roles, thresholds, w, generation), _queueing(engines, thresholds, w, generation),
-             _stalled(engines, thresholds, generation)]
-    return Judgement(roles, engines, conds, errors)
+        return Judgement(roles, [], _unknown(why, generation), errors, held)
+    w, t = window_seconds, thresholds
+    points = {p: series(rs) for p, rs in all_ok.items() if rs}
+
+    def runs(value: Callable[[EngineRead], float], meets: Callable[[float], bool]) -> list[tuple[EngineFacts, Run]]:
+        return [(e, run_of(points[e.pod][e.engine], value, meets, now, w)) for e in engines]
+
+    full = _level(runs(lambda e: e.kv_cache_usage, lambda v: v >= t.kv_cache_usage), R.KV_CACHE_FULL, held, w)
+    queue = _level(runs(lambda e: e.waiting, lambda v: v > t.waiting_per_engine), R.QUEUE_BEYOND_BOUND, held, w)
+    conds = [_transfers(recent, t, w, generation, roles), _lease(recent, t, w, generation, lease_seconds),
+             _saturated(full, roles, t, w, generation), _queueing(queue, t, w, generation),
+             _stalled(engines, _moved(all_ok, now, t.stall_seconds), t, generation)]
+    now_held = frozenset({(R.KV_CACHE_FULL, r) for r in full.roles} | {(R.QUEUE_BEYOND_BOUND, r) for r in queue.roles})
+    return Judgement(roles, engines, conds, errors, now_held)

@@ -252,3 +252,32 @@ def test_serving_values_alone_are_written_at_most_every_four_periods():
                     at("2030-01-01T00:00:15Z", promptTokensPerSecond=1.0)):
         assert kept_serving(old, changed, 15) is changed
     assert kept_serving(None, new, 15) is new
+
+
+def test_the_observer_keeps_the_level_conditions_hysteresis_between_judgements():
+    """KVCacheFull raised after a whole window at 97 %, held by the observer through a read at 50 %
+    (the judgement alone would clear it), cleared after a whole window below; a pass in between (a
+    judgement without a read) changes nothing."""
+    clock, usage = Clock(), {"v": 0.97}
+
+    def read(url: str, pod: str, role: str, endpoint: int, bounds: Bounds) -> PodRead:
+        return PodRead(pod, role, endpoint, clock.t, (EngineRead("0", running=1, generation_tokens=clock.t,
+                                                                 kv_cache_usage=usage["v"]),))
+    o = Observer(read=read, workers=0, override="u/{pod}", clock=clock)
+    spec = ObserveSpec.model_validate({"periodSeconds": 10, "windowSeconds": 30})
+    o.track("llm", "a", spec, [_pod("a-decode-0", "decode", "leader")], 8000)
+
+    def cache() -> tuple[str, str]:
+        c = o.judgement("llm", "a")[0].conditions[2]
+        return c["status"], c["reason"]
+    seen = []
+    for v in [0.97] * 4 + [0.5, 0.97, 0.5, 0.5, 0.5, 0.5]:
+        usage["v"] = v
+        o.read_due()
+        seen.append(cache())
+        assert cache() == seen[-1]  # a second judgement of the same reads: the same answer
+        clock.t += 10
+    full, free = ("True", "KVCacheFull"), ("False", "KVCacheAvailable")
+    # 1000..1030: a whole 30 s window at 97 % at the 4th read; held through 1040 (50 %), 1050 (97 %),
+    # 1060, 1070 (a read of the last 30 s at 97 %); 1060..1090 all below: cleared at 1090.
+    assert seen == [free] * 3 + [full] * 6 + [free]

@@ -463,10 +463,36 @@ def test_engine_pod_monitor_is_off_by_default_and_renders_when_on(default):
     ("monitoring.serviceMonitor.interval=soon",),
     ("monitoring.dashboard.labels.grafana_dashboard=1",),  # --set gives an int: labels are strings
     ("replicaCount=2",),  # one operator at a time: not a value
+    ("monitoring.prometheusRule.thresholds.kvCacheUsage=1.5",),  # a fraction: (0, 1]
+    ("monitoring.prometheusRule.thresholds.kvCacheUsage=0",),
+    ("monitoring.prometheusRule.thresholds.kvCacheUsage=0.0",),
+    ("monitoring.prometheusRule.thresholds.kvCacheUsage=most",),
+    ("monitoring.prometheusRule.thresholds.waitingPerEngine=2.5",),  # a count
 ], ids=lambda a: a[0])
 def test_schema_rejects_bad_values(args):
     err = template(*args, check=False)
     assert "values don't meet the specifications of the schema" in err, err
+
+
+def _rule_exprs(objs: list[dict[str, Any]]) -> dict[str, str]:
+    rule = one(objs, "PrometheusRule")
+    return {r["alert"]: r["expr"] for r in rule["spec"]["groups"][0]["rules"]}
+
+
+def test_prometheus_rule_thresholds_by_set_a_float_and_a_zero():
+    """`helm --set` gives 0.9 as the string "0.9" (only integers and booleans are typed): the
+    schema takes it (a fraction in (0, 1]) and the rule compares with 0.9; a 0 set stays 0 (not
+    the default 32); `--set-json` gives a number, the same rule."""
+    exprs = _rule_exprs(template("monitoring.prometheusRule.enabled=true",
+                                 "monitoring.prometheusRule.thresholds.kvCacheUsage=0.9",
+                                 "monitoring.prometheusRule.thresholds.waitingPerEngine=0"))
+    assert exprs["QddKVCacheSaturated"].count(">= 0.9 ") == 2 and ">= 0.95" not in exprs["QddKVCacheSaturated"]
+    assert exprs["QddRequestsQueueing"].count("> 0 ") == 2 and "> 32" not in exprs["QddRequestsQueueing"]
+    by_json = _rule_exprs(template("monitoring.prometheusRule.enabled=true", "monitoring.prometheusRule.thresholds.waitingPerEngine=0",
+                                   set_json=("monitoring.prometheusRule.thresholds.kvCacheUsage=0.9",)))
+    assert by_json == exprs
+    assert ">= 1 " in _rule_exprs(template("monitoring.prometheusRule.enabled=true",
+                                           "monitoring.prometheusRule.thresholds.kvCacheUsage=1"))["QddKVCacheSaturated"]
 
 
 @pytest.mark.parametrize("value", ['["Bad_NS"]', '["a","a"]', '"llm"', '[""]'])

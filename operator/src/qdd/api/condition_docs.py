@@ -112,9 +112,10 @@ CONDITIONS: tuple[ConditionDoc, ...] = (
                                "--peer-restart-window, 30 s); never Ready between", "wait"),
                      ReasonDoc(R.KV_TRANSFER_NOT_READY, "False", "every endpoint is Ready but the KV-transfer preflight "
                                "has not verified the transfer (the message has its verdict)", "see `KVTransferReady`"),
-                     ReasonDoc(R.ENDPOINTS_NOT_REGISTERED, "False", "every endpoint is Ready but the router does "
-                               "not list them all yet (its GET /list_workers); the message says how many of how many, "
-                               "and names those missing. Read again when a router pod is new or restarts (its discovery starts "
+                     ReasonDoc(R.ENDPOINTS_NOT_REGISTERED, "False", "every endpoint is Ready but a Ready router pod "
+                               "does not list them all yet (its GET /list_workers, read from each router pod); the message "
+                               "says how many of how many every router pod lists, and names each router pod and the "
+                               "endpoints it lacks. Read again when a router pod is new or restarts (its discovery starts "
                                "from nothing). The canary and benchmarks wait for it: a router that answers "
                                "with one endpoint of several registered serves (SemiAnalysisAI/InferenceX#2549)",
                                "wait (the router's Kubernetes discovery adds a pod once it is Running and Ready); if it "
@@ -257,7 +258,7 @@ CONDITIONS: tuple[ConditionDoc, ...] = (
                  "only.", (
                      ReasonDoc(R.CANARY_PASSED, "True", "the answer equals the baseline", "-"),
                      ReasonDoc(R.CANARY_PENDING, "Unknown", "waiting for every endpoint, the router, the preflight and "
-                               "the router's registration of every endpoint (the message says how many it lists), or "
+                               "the registration of every endpoint with every router pod (the message says how many they list), or "
                                "for the answer of a check just sent", "wait; see `Ready` for what is not ready"),
                      _canary_mismatch("False"),
                      _canary_failed("False"),

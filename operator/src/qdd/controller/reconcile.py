@@ -33,7 +33,7 @@ from .canary import CanaryChecker
 from ..canary.accuracy import AccuracyState
 from ..canary.registration import Registration
 from .gates import start_gates
-from .registration import POLL_S, RegistrationChecker
+from .registration import POLL_S, RegistrationChecker, pod_url
 from .children import diff, genuine, key, with_owner
 from .groups import group_states, groups_to_delete, pods_to_create
 from .kube import Kube
@@ -127,14 +127,14 @@ class Reconciler:
         once, here (:meth:`Kube.serves_workload_api`). ``canary``: sends the serving canary
         (default: to the router Services). ``observer``: reads the engines' metrics (default: one
         without threads, which reads nothing: ``qdd run`` passes a running one). ``registration``: reads
-        the router's registered endpoints before the canary (True: at the canary's URL, in an event loop
-        of its own, as ``qdd run`` does; False, the default: not read, Ready does not wait for it). ``startup``: reads each engine pod's start-up from its
+        the router's registered endpoints before the canary (True: from each Ready router pod, or the
+        canary's test override, in an event loop of its own, as ``qdd run`` does; False, the default: not read, Ready does not wait for it). ``startup``: reads each engine pod's start-up from its
         log (default: one that reads nothing; ``qdd run`` passes one)."""
         self.kube = kube
         self.canary = canary or CanaryChecker()
         if self.canary.notify is None:  # an answer that came in is judged by one more pass
             self.canary.notify = self.reconcile
-        self.registration = RegistrationChecker(self.canary.base_url) if registration is True else (
+        self.registration = RegistrationChecker(pod_url(self.canary.override)) if registration is True else (
             registration or None)
         if self.registration is not None and self.registration.notify is None:
             self.registration.notify = self.reconcile  # an answer that came in is judged by one more pass

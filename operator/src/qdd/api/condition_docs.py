@@ -198,8 +198,9 @@ CONDITIONS: tuple[ConditionDoc, ...] = (
                      ReasonDoc(R.IMEX_NODE_NOT_READY, "False", "the ComputeDomain reports Ready but the IMEX daemon of a "
                                "tray the engines run on is NotReady: GPU memory imports fail there "
                                "(dra-driver-nvidia-gpu#1417)", "check that tray's compute-domain daemon pod"),
-                     ReasonDoc(R.TRAY_REJOINING, "False", "a tray is back after a reboot without its NVLink clique label "
-                               "(or with another clique) yet; the message says how long", "wait; past 600 s check GPU "
+                     ReasonDoc(R.TRAY_REJOINING, "False", "a tray the engines run on is back after a reboot without its "
+                               "NVLink clique label (or with another clique) yet, as the node watch sees it; the message "
+                               "says how long", "wait; past 600 s check GPU "
                                "Feature Discovery and the fabric manager on the tray"),
                  )),
     ConditionDoc(C.KV_TRANSFER_READY, DEPLOYMENT, "The KV-transfer preflight (spec.kvTransfer.preflight; a serve/fetch "

@@ -45,6 +45,7 @@ from .rendercache import RenderCache
 from .events import transition_events
 from .stall import seconds_to_check
 from .status_inputs import Inputs, status_inputs
+from .tray_watch import TrayWatch
 from .serving import add_serving, serving_events
 from .status import Observed, compute_status, ready_ignoring_rollout, rollout_status, status_patch
 from .startup_logs import StartupLogs, add_startup
@@ -159,6 +160,8 @@ class Reconciler:
         """qdd.controller.peers.BURST_WINDOW_S, or ``qdd run --peer-restart-window``."""
         self.autoscaler = Autoscaler(kube, self.observer)
         """spec.autoscaling: the counts to lay out, the decisions (qdd.controller.autoscaling)."""
+        self.trays = TrayWatch()
+        """The nodes the node watch saw and what each deployment waits for of them (qdd.controller.tray_watch)."""
 
     def reconcile(self, namespace: str, name: str) -> None:
         """Reconcile now, or — if a pass for this resource is running — make it run once more."""
@@ -192,6 +195,7 @@ class Reconciler:
         self.observer.forget(namespace, name)
         self.autoscaler.forget(namespace, name)
         self.startup.forget(namespace, name)
+        self.trays.forget((namespace, name))
         metrics.MANAGED.set(len(self.managed))
         for role in ("prefill", "decode"):
             for g in (metrics.READY_ENDPOINTS, metrics.DESIRED_ENDPOINTS):
@@ -400,7 +404,7 @@ class Reconciler:
         return wrote
 
     def _inputs(self, plan: Plan | None, desired: list[dict[str, Any]], observed: list[dict[str, Any]]) -> Inputs:
-        return status_inputs(self.kube, self.gang, plan, desired, observed)
+        return status_inputs(self.kube, self.gang, plan, desired, observed, self.trays)
 
     def _status_of(self, cr: dict[str, Any], plan: Plan | None, desired: list[dict[str, Any]],
                    observed: list[dict[str, Any]], states: list[Any], peer_restart: str | None,
@@ -425,6 +429,8 @@ class Reconciler:
         """Compute the status from what is observed, write it when it changed, post the events and
         metrics of its transitions."""
         kube, namespace, name = self.kube, cr["metadata"]["namespace"], cr["metadata"]["name"]
+        self.trays.observe((namespace, name), [o for o in observed if o["kind"] == "Pod"],
+                           plan is None or plan.spec.cluster.same_nvlink_domain)  # a node's return queues a pass
         inputs = self._inputs(plan, desired, observed)
         status = self._status_of(cr, plan, desired, observed, states, peer_restart, rollout, errors,
                                  peer_pending=peer_pending, inputs=inputs)

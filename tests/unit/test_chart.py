@@ -108,8 +108,10 @@ NAMESPACED = {
     ("scheduling.k8s.io", "workloads"): {"list", "watch", "create", "patch", "delete"},
     ("scheduling.k8s.io", "podgroups"): {"list", "watch", "create", "patch", "delete"},
 }
-# CRD discovery, and the nodes (read-only) whose clique labels and GPUs the capacity message counts.
-CRDS = {("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"}, ("", "nodes"): {"list"}}
+# CRD discovery, and the nodes (read-only): their clique labels and GPUs the capacity message counts
+# (list), and the node watch for trays coming back (list, watch; qdd.controller.tray_watch). Both in the
+# ClusterRole and, namespace-scoped, in the -discovery ClusterRole: nodes are cluster-scoped.
+CRDS = {("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"}, ("", "nodes"): {"list", "watch"}}
 NAMESPACES = {("", "namespaces"): {"list", "watch"}}
 
 

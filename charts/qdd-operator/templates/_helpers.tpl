@@ -156,11 +156,13 @@ Server-side apply is a PATCH; when the object does not exist yet the API server 
 - apiGroups: ["apiextensions.k8s.io"]
   resources: ["customresourcedefinitions"]
   verbs: ["list", "watch"]
-# When no NVLink domain can hold a deployment, its condition gives the free GPUs per domain:
-# read from the nodes' clique labels and allocatable GPUs (docs/placement.md). Read-only.
+# Nodes, read-only: when no NVLink domain can hold a deployment, its condition gives the free GPUs per
+# domain from the nodes' clique labels and allocatable GPUs (docs/placement.md, list); a tray that
+# comes back (Ready, uncordoned, its clique label back) queues the deployments waiting for it
+# (qdd.controller.tray_watch, kopf's watch: list + watch; docs/reliability.md).
 - apiGroups: [""]
   resources: ["nodes"]
-  verbs: ["list"]
+  verbs: ["list", "watch"]
 {{- end }}
 
 {{/* Name of the kopf peering object the replicas share. */}}

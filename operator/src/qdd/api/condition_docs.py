@@ -111,9 +111,10 @@ CONDITIONS: tuple[ConditionDoc, ...] = (
                                "--peer-restart-window, 30 s); never Ready between", "wait"),
                      ReasonDoc(R.KV_TRANSFER_NOT_READY, "False", "every endpoint is Ready but the KV-transfer preflight "
                                "has not verified the transfer (the message has its verdict)", "see `KVTransferReady`"),
-                     ReasonDoc(R.ENDPOINTS_NOT_REGISTERED, "False", "every endpoint is Ready but the router does "
-                               "not list them all yet (its GET /list_workers); the message says how many of how many, "
-                               "and names those missing. Read again when a router pod is new or restarts (its discovery starts "
+                     ReasonDoc(R.ENDPOINTS_NOT_REGISTERED, "False", "every endpoint is Ready but a Ready router pod "
+                               "does not list them all yet (its GET /list_workers, read from each router pod); the message "
+                               "says how many of how many every router pod lists, and names each router pod and the "
+                               "endpoints it lacks. Read again when a router pod is new or restarts (its discovery starts "
                                "from nothing). The canary and benchmarks wait for it: a router that answers "
                                "with one endpoint of several registered serves (SemiAnalysisAI/InferenceX#2549)",
                                "wait (the router's Kubernetes discovery adds a pod once it is Running and Ready); if it "
@@ -196,8 +197,9 @@ CONDITIONS: tuple[ConditionDoc, ...] = (
                      ReasonDoc(R.IMEX_NODE_NOT_READY, "False", "the ComputeDomain reports Ready but the IMEX daemon of a "
                                "tray the engines run on is NotReady: GPU memory imports fail there "
                                "(dra-driver-nvidia-gpu#1417)", "check that tray's compute-domain daemon pod"),
-                     ReasonDoc(R.TRAY_REJOINING, "False", "a tray is back after a reboot without its NVLink clique label "
-                               "(or with another clique) yet; the message says how long", "wait; past 600 s check GPU "
+                     ReasonDoc(R.TRAY_REJOINING, "False", "a tray the engines run on is back after a reboot without its "
+                               "NVLink clique label (or with another clique) yet, as the node watch sees it; the message "
+                               "says how long", "wait; past 600 s check GPU "
                                "Feature Discovery and the fabric manager on the tray"),
                  )),
     ConditionDoc(C.KV_TRANSFER_READY, DEPLOYMENT, "The KV-transfer preflight (spec.kvTransfer.preflight; a serve/fetch "
@@ -256,7 +258,7 @@ CONDITIONS: tuple[ConditionDoc, ...] = (
                  "only.", (
                      ReasonDoc(R.CANARY_PASSED, "True", "the answer equals the baseline", "-"),
                      ReasonDoc(R.CANARY_PENDING, "Unknown", "waiting for every endpoint, the router, the preflight and "
-                               "the router's registration of every endpoint (the message says how many it lists), or "
+                               "the registration of every endpoint with every router pod (the message says how many they list), or "
                                "for the answer of a check just sent", "wait; see `Ready` for what is not ready"),
                      _canary_mismatch("False"),
                      _canary_failed("False"),

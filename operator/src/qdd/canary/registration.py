@@ -12,12 +12,18 @@ in tests/contract/test_router.py). With DP-aware routing an engine appears once 
 
 An endpoint is one serving pod of the target generation: each prefill endpoint's pod and each
 decode endpoint's leader (headless workers serve no HTTP and are never registered).
+
+Each router replica runs its own discovery, and the router Service sends a request to any Ready
+one: a replica that restarted, or whose watch never saw a pod, would send that share of the traffic
+to fewer endpoints while another replica's list shows them all. So each Ready router pod's list is
+read (at its pod IP), and the deployment counts as registered only when every one lists every
+planned endpoint; the message names the router pods and the endpoints each lacks.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +33,9 @@ LIST_PATH = "/list_workers"
 """vllm-router's list of registered workers (admin route; no authentication unless the router was
 started with API-key validation URLs, which qdd never renders)."""
 MISSING_SHOWN = 5
-"""Endpoints named in a message at most (a 16-endpoint deployment would fill the condition)."""
+"""Endpoints named in a message at most, per router pod (a 16-endpoint deployment would fill the condition)."""
+ROUTERS_SHOWN = 3
+"""Router pods named in a message at most."""
 _RANK = re.compile(r"@\d+$")
 
 
@@ -72,32 +80,60 @@ def serving_pods(pods: Iterable[Mapping[str, Any]], deployment: str, generation:
     return dict(sorted(out.items(), key=lambda kv: kv[1]))
 
 
-def router_instances(pods: Iterable[Mapping[str, Any]], deployment: str) -> frozenset[str]:
-    """``uid/restarts`` of each Ready router pod of ``deployment``: what the router's list of workers
-    was read from. A router that restarts (a new pod, or its container restarted in place) starts its
-    discovery from nothing, so a list read before says nothing about it: a change here asks again."""
-    out = set()
+@dataclass(frozen=True)
+class RouterPod:
+    """One Ready router pod of a deployment: its ``name``, pod ``ip`` (where its list of workers is
+    read, at the router port) and ``instance``: ``uid/restarts``. A router that restarts (a new pod,
+    or its container restarted in place) starts its discovery from nothing, so a list read from an
+    earlier instance says nothing about it: a new instance is read again."""
+
+    name: str
+    ip: str
+    instance: str
+
+
+def router_pods(pods: Iterable[Mapping[str, Any]], deployment: str) -> tuple[RouterPod, ...]:
+    """The Ready router pods of ``deployment`` (role router, Running, Ready, an IP, not being
+    deleted), by name: the pods the router Service sends requests to, each of which must list
+    every serving pod."""
+    out = []
     for p in pods:
         meta = p.get("metadata") or {}
-        if (meta.get("labels") or {}).get(labels.DEPLOYMENT) != deployment or \
-                (meta.get("labels") or {}).get(labels.ROLE) != "router" or meta.get("deletionTimestamp") or not _ready(p):
+        lab = meta.get("labels") or {}
+        ip = (p.get("status") or {}).get("podIP")
+        if (lab.get(labels.DEPLOYMENT) != deployment or lab.get(labels.ROLE) != "router" or meta.get("deletionTimestamp")
+                or not ip or not _ready(p)):
             continue
         restarts = sum(int(c.get("restartCount") or 0) for c in (p.get("status") or {}).get("containerStatuses") or [])
-        out.add(f"{meta.get('uid') or meta.get('name')}/{restarts}")
-    return frozenset(out)
+        out.append(RouterPod(str(meta.get("name")), str(ip), f"{meta.get('uid') or meta.get('name')}/{restarts}"))
+    return tuple(sorted(out, key=lambda r: r.name))
+
+
+def _names(items: Sequence[str], limit: int) -> str:
+    return ", ".join(items[:limit]) + (f" and {len(items) - limit} more" if len(items) > limit else "")
 
 
 @dataclass(frozen=True)
 class Registration:
-    """What the router has registered of the ``planned`` endpoints (their count: endpoints of both
-    roles). ``registered``: serving pods it lists; ``missing``: serving pods it does not list
-    (planned endpoints without a Ready pod are counted, not named); ``error``: why the list could
-    not be read (None when it was)."""
+    """What the Ready router pods have registered of the ``planned`` endpoints (their count:
+    endpoints of both roles). ``registered``: serving pods every router pod lists; ``missing``:
+    serving pods a router pod whose list is known does not list (planned endpoints without a Ready
+    pod are counted, not named); ``lacking``: per router pod (by name), the serving pods it does not
+    list; ``unread``: per router pod, why its list is not known; ``routers``: the router pods asked."""
 
     planned: int
     registered: tuple[str, ...] = ()
     missing: tuple[str, ...] = ()
-    error: str | None = None
+    lacking: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    unread: tuple[tuple[str, str], ...] = ()
+    routers: tuple[str, ...] = ()
+
+    @property
+    def error(self) -> str | None:
+        """Why a router pod's list is not known (the first such pod), or why none was asked; None when every list was read."""
+        if not self.routers:
+            return "no Ready router pod"
+        return f"{self.unread[0][0]}: {self.unread[0][1]}" if self.unread else None
 
     @property
     def complete(self) -> bool:
@@ -105,24 +141,40 @@ class Registration:
 
     @property
     def message(self) -> str:
-        """``waiting for N of M endpoints registered with the router (not listed: a, b)``, or why it is unknown."""
-        if self.error is not None:
-            return f"waiting for the router's list of registered endpoints ({self.error})"
+        """``waiting for N of M endpoints registered with every router pod (not listed by R: a, b)``,
+        ``waiting for the list of registered endpoints of router pod R (why)``, or that all are."""
+        if not self.routers:
+            return "waiting for a Ready router pod to read its list of registered endpoints"
         if self.complete:
-            return f"all {self.planned} endpoints registered with the router"
-        shown = ", ".join(self.missing[:MISSING_SHOWN]) + (
-            f" and {len(self.missing) - MISSING_SHOWN} more" if len(self.missing) > MISSING_SHOWN else "")
-        return (f"waiting for {len(self.registered)} of {self.planned} endpoints registered with the router"
-                + (f" (not listed: {shown})" if shown else ""))
+            return f"all {self.planned} endpoints registered with every router pod ({_names(self.routers, ROUTERS_SHOWN)})"
+        unread = [f"{r} ({why})" for r, why in self.unread]
+        if len(self.unread) == len(self.routers):
+            return f"waiting for the list of registered endpoints of router pod {_names(unread, ROUTERS_SHOWN)}"
+        parts = [f"{r}: {_names(names, MISSING_SHOWN)}" for r, names in self.lacking[:ROUTERS_SHOWN]]
+        shown = ("not listed by " + "; by ".join(parts)) if parts else ""
+        if len(self.lacking) > ROUTERS_SHOWN:
+            shown += f"; and by {len(self.lacking) - ROUTERS_SHOWN} more router pods"
+        if unread:
+            shown += ("; " if shown else "") + "no list yet from " + _names(unread, ROUTERS_SHOWN)
+        return (f"waiting for {len(self.registered)} of {self.planned} endpoints registered with every router pod"
+                + (f" ({shown})" if shown else ""))
 
 
-def registration(planned: int, pods: Mapping[str, str], listed: frozenset[str] | None,
-                 error: str | None = None) -> Registration:
-    """Compare the serving pods (``{url: name}``, :func:`serving_pods`) with the router's list.
-    ``planned``: the endpoints of both roles the plan wants; ``listed`` None: no list yet
-    (``error`` says why, or none was read yet)."""
-    if listed is None:
-        return Registration(planned, error=error or "not read yet")
-    registered = tuple(name for url, name in pods.items() if url in listed)
-    missing = tuple(name for url, name in pods.items() if url not in listed)
-    return Registration(planned, registered, missing)
+Listing = frozenset[str] | str
+"""One router pod's list: the base URLs it lists (:func:`listed_urls`), or why it is not known."""
+
+
+def registration(planned: int, pods: Mapping[str, str], lists: Mapping[str, Listing]) -> Registration:
+    """Compare the serving pods (``{url: name}``, :func:`serving_pods`) with the list of each Ready
+    router pod (``{router pod name: Listing}``; no entry: no Ready router pod). ``planned``: the
+    endpoints of both roles the plan wants. An endpoint is registered when every router pod whose
+    list is known lists it; the deployment, when every router pod's list is known and lists every
+    planned endpoint."""
+    known = {r: v for r, v in sorted(lists.items()) if not isinstance(v, str)}
+    unread = tuple((r, v) for r, v in sorted(lists.items()) if isinstance(v, str))
+    lacking = tuple((r, tuple(name for url, name in pods.items() if url not in listed)) for r, listed in known.items())
+    lacking = tuple((r, names) for r, names in lacking if names)
+    gone = {name for _, names in lacking for name in names}
+    return Registration(planned, tuple(name for name in pods.values() if name not in gone),
+                        tuple(name for name in pods.values() if name in gone), lacking, unread,
+                        tuple(sorted(lists)))

@@ -1,5 +1,5 @@
 """What stands between a deployment whose endpoints are Ready and its Ready condition, read in order
-once per pass: the router's registration of every serving pod (qdd.controller.registration), then
+once per pass: every Ready router pod's registration of every serving pod (qdd.controller.registration), then
 the canary (qdd.controller.canary), then the accuracy gate (spec.validation.accuracy,
 qdd.canary.accuracy). Each is looked at only when the one before holds: a router missing an endpoint
 gets no canary, and a benchmark measures only a generation the router serves whole."""
@@ -12,7 +12,7 @@ from typing import Any
 from ..api.conditions import Reason
 from ..canary import CanaryState
 from ..canary.accuracy import AccuracyState, accuracy_state
-from ..canary.registration import Registration, router_instances, serving_pods
+from ..canary.registration import Registration, router_pods, serving_pods
 from ..plan import Plan
 from .canary import CanaryChecker
 from .kube import Kube
@@ -45,7 +45,7 @@ def start_gates(registration: RegistrationChecker | None, canary: CanaryChecker,
     pods = [o for o in observed if o.get("kind") == "Pod"]
     reg = None if registration is None or plan is None else registration.state(
         plan, serving_pods(pods, plan.name, plan.generation, plan.spec.ports.http), ready,
-        router_instances(pods, plan.name))
+        router_pods(pods, plan.name))
     registered = ready and (reg is None or reg.complete)
     can = canary.state(cr, plan, registered, dt.datetime.now(dt.timezone.utc),
                        waiting=reg.message if reg is not None and not reg.complete else None)

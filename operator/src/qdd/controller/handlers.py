@@ -14,7 +14,7 @@ import kopf
 
 from .. import labels
 from ..render.benchmark import BENCHMARK
-from . import metrics
+from . import metrics, tray_watch
 from .informer import ChildCache
 from .reconcile import Reconciler
 from .watching import WatchTimeouts
@@ -193,9 +193,10 @@ def _start(state: dict[str, Any], r: Reconciler, stop: threading.Event, resync_s
 
 
 def register(reconciler_factory: Any, resync_seconds: float, leader: Callable[[], bool] | None = None,
-             peering_lifetime: int | None = None, watch: WatchTimeouts | None = None) -> None:
+             peering_lifetime: int | None = None, watch: WatchTimeouts | None = None, nodes: bool = True) -> None:
     """Register the handlers. ``reconciler_factory()`` builds the :class:`Reconciler` at startup
-    (after kopf has its event loop, before any handler runs).
+    (after kopf has its event loop, before any handler runs). ``nodes``: watch Nodes for trays
+    coming back (qdd.controller.tray_watch; False where the operator may not: Kube.may_watch_nodes).
 
     The periodic resync is our own thread, not a kopf timer: kopf puts a finalizer on every
     object that has a timer, and a finalizer makes deletion hang whenever the operator is down."""
@@ -240,6 +241,9 @@ def register(reconciler_factory: Any, resync_seconds: float, leader: Callable[[]
     @kopf.on.event(*CR)
     async def on_cr(event: Mapping[str, Any], **_: Any) -> None:
         _store_cr(state["r"], event)
+
+    if nodes:
+        tray_watch.register(state)
 
     @kopf.on.probe(id="reconcileAgeSeconds")
     def reconcile_age(**_: Any) -> float:

@@ -117,6 +117,25 @@ class Kube:
             raise RuntimeError(f"the API server does not serve {api_version} {kind}")
         return res
 
+    def may_watch_nodes(self) -> bool:
+        """Whether this operator may list and watch Nodes (two SelfSubjectAccessReviews, which every
+        authenticated user may create): the node watch (qdd.controller.tray_watch) is registered only
+        then. Nodes are cluster-scoped: a namespace-scoped install has them through the chart's
+        ``-discovery`` ClusterRole, not without it. False, with a warning, when denied or not answered."""
+        why = "denied (a namespace-scoped install without rbac.discovery?)"
+        try:
+            review = self._required("authorization.k8s.io/v1", "SelfSubjectAccessReview")
+            allowed = [bool(_json(review.create(body={
+                "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                "spec": {"resourceAttributes": {"verb": verb, "resource": "nodes"}}}, serialize=False,
+                _request_timeout=TIMEOUT)).get("status", {}).get("allowed")) for verb in ("list", "watch")]
+        except Exception as e:  # noqa: BLE001 — an API hiccup at start-up: run without the watch, and say so
+            allowed, why = [False], f"not answered: {type(e).__name__}: {str(e)[:200]}"
+        if not all(allowed):
+            log.warning("listing and watching Nodes is %s: no node watch; deployments waiting on a tray coming "
+                        "back are looked at again at the resync (docs/reliability.md)", why)
+        return all(allowed)
+
     def serves_workload_api(self, fresh: bool = False) -> bool:
         """The API server serves scheduling.k8s.io/v1alpha2 Workload and PodGroup (Kubernetes
         v1.36 with the GenericWorkload gate and that API version on). Discovery cannot see the

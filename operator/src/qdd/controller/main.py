@@ -49,8 +49,13 @@ def run(namespaces: list[str] | None, metrics_port: int, liveness_port: int, res
                           observer=Observer(prometheus=prometheus_url, allowed_prometheus=allowed_prometheus),
                           registration=True, startup=StartupLogs(read=kube.pod_log))
 
+    try:  # a namespace-scoped install may not watch Nodes: then the operator starts without the node watch
+        nodes = Kube().may_watch_nodes()
+    except Exception as e:  # noqa: BLE001 — a start-up hiccup: run without the watch, as may_watch_nodes does
+        logging.getLogger("qdd.kube").warning("cannot ask whether Nodes may be watched (%s): no node watch", e)
+        nodes = False
     if peering is None:
-        register(reconciler, resync_seconds, watch=watch)
+        register(reconciler, resync_seconds, watch=watch, nodes=nodes)
         register_benchmarks(lambda: BenchmarkReconciler(Kube(), namespaces), resync_seconds)
         kopf.run(standalone=True, namespaces=namespaces or (), clusterwide=not namespaces,
                  liveness_endpoint=f"http://0.0.0.0:{liveness_port}/healthz")
@@ -73,7 +78,7 @@ def run(namespaces: list[str] | None, metrics_port: int, liveness_port: int, res
     logging.getLogger("qdd.peering").info("peering %s as %s with priority %d", peering, me, prio)
     register(reconciler, resync_seconds, leader=leader,
              peering_lifetime=peering_lifetime,
-             watch=watch)
+             watch=watch, nodes=nodes)
     register_benchmarks(lambda: BenchmarkReconciler(Kube(), namespaces), resync_seconds, leader=leader)
     kopf.run(standalone=False, peering_name=peering, priority=prio, namespaces=namespaces or (),
              clusterwide=not namespaces, liveness_endpoint=f"http://0.0.0.0:{liveness_port}/healthz")

@@ -24,8 +24,9 @@ GROUP_RESTARTS = Counter("qdd_group_restarts_total", "Multi-pod endpoints delete
                          ["role", "cause"])
 TRIGGERS = Counter("qdd_reconcile_triggers_total",
                    "What asked for a reconcile: resync, takeover (this replica started to act, peering), spec "
-                   "(create/update/resume of the custom resource) or child (a watch event of a child, by kind and event "
-                   "type).", ["cause", "kind", "event"])
+                   "(create/update/resume of the custom resource), child (a watch event of a child, by kind and event "
+                   "type) or node (a Node's transition that a deployment waits on: a tray coming back).",
+                   ["cause", "kind", "event"])
 ENGINE_READS = Counter("qdd_engine_metrics_reads_total", "Reads of engine pods' metrics (spec.observe), by result: "
                        "ok, error (refused, timeout, HTTP error) or limit (over the bytes or series bound).", ["result"])
 ENGINE_READ_BYTES = Counter("qdd_engine_metrics_read_bytes_total", "Bytes of engine metrics read.")

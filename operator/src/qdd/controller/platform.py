@@ -72,7 +72,7 @@ def judge_compute_domain(cd: dict[str, Any] | None, pod_nodes: set[str], nodes: 
     ``pod_nodes``: nodes the deployment's engine pods are bound to (spec.nodeName). ``nodes``: the Node
     objects observed, by name (may be empty when the caller does not watch Nodes: then node-level
     checks are skipped). ``clique``: the NVLink domain the deployment is pinned to (the clique label
-    value), or None. Reasons: Ready, NotReady (waiting, within the bound), NotConverging, ImexNodeNotReady,
+    value), or None (then only a tray without any clique label is rejoining). Reasons: Ready, NotReady (waiting, within the bound), NotConverging, ImexNodeNotReady,
     TrayRejoining."""
     if cd is None:
         return PlatformVerdict(False, Reason.COMPUTE_DOMAIN_NOT_READY, "the ComputeDomain does not exist yet")
@@ -88,11 +88,14 @@ def judge_compute_domain(cd: dict[str, Any] | None, pod_nodes: set[str], nodes: 
         if since is None:
             continue  # a NotReady tray is node loss (qdd.controller.nodeloss), not the domain's
         label = ((node.get("metadata") or {}).get("labels") or {}).get(CLIQUE_LABEL)
-        if clique and label != clique:
+        if label is None or (clique and label != clique):
+            # engine pods are bound only to nodes with a clique label (required node affinity): one bound
+            # to a node without it is on a tray that came back before its label did
             stuck = _age_s(since, now) > bound_s
+            domain = f" (the deployment's NVLink domain is {clique})" if clique else ""
             return PlatformVerdict(False, Reason.TRAY_REJOINING,
-                                   f"tray {node_name} is back but has {'no ' + CLIQUE_LABEL + ' label' if label is None else f'clique {label}'} "
-                                   f"(the deployment's NVLink domain is {clique}); GPU Feature Discovery labels a tray after "
+                                   f"tray {node_name} is back but has {'no ' + CLIQUE_LABEL + ' label' if label is None else f'clique {label}'}"
+                                   f"{domain}; GPU Feature Discovery labels a tray after "
                                    "its GPUs and fabric are up" + (f" — over {bound_s} s since it came back: check GPU Feature "
                                                                    "Discovery and the NVLink fabric manager on it" if stuck else ""),
                                    (node_name,), stuck)

@@ -33,7 +33,7 @@ from .canary import CanaryChecker
 from ..canary.accuracy import AccuracyState
 from ..canary.registration import Registration
 from .gates import start_gates
-from .registration import POLL_S, RegistrationChecker
+from .registration import POLL_S, RegistrationChecker, pod_url
 from .children import diff, genuine, key, with_owner
 from .groups import group_states, groups_to_delete, pods_to_create
 from .kube import Kube
@@ -45,6 +45,7 @@ from .rendercache import RenderCache
 from .events import transition_events
 from .stall import seconds_to_check
 from .status_inputs import Inputs, status_inputs
+from .tray_watch import TrayWatch
 from .serving import add_serving, forget_metrics, serving_events
 from .status import Observed, compute_status, ready_ignoring_rollout, rollout_status, status_patch
 from .startup_logs import StartupLogs, add_startup
@@ -127,14 +128,14 @@ class Reconciler:
         once, here (:meth:`Kube.serves_workload_api`). ``canary``: sends the serving canary
         (default: to the router Services). ``observer``: reads the engines' metrics (default: one
         without threads, which reads nothing: ``qdd run`` passes a running one). ``registration``: reads
-        the router's registered endpoints before the canary (True: at the canary's URL, in an event loop
-        of its own, as ``qdd run`` does; False, the default: not read, Ready does not wait for it). ``startup``: reads each engine pod's start-up from its
+        the router's registered endpoints before the canary (True: from each Ready router pod, or the
+        canary's test override, in an event loop of its own, as ``qdd run`` does; False, the default: not read, Ready does not wait for it). ``startup``: reads each engine pod's start-up from its
         log (default: one that reads nothing; ``qdd run`` passes one)."""
         self.kube = kube
         self.canary = canary or CanaryChecker()
         if self.canary.notify is None:  # an answer that came in is judged by one more pass
             self.canary.notify = self.reconcile
-        self.registration = RegistrationChecker(self.canary.base_url) if registration is True else (
+        self.registration = RegistrationChecker(pod_url(self.canary.override)) if registration is True else (
             registration or None)
         if self.registration is not None and self.registration.notify is None:
             self.registration.notify = self.reconcile  # an answer that came in is judged by one more pass
@@ -159,6 +160,8 @@ class Reconciler:
         """qdd.controller.peers.BURST_WINDOW_S, or ``qdd run --peer-restart-window``."""
         self.autoscaler = Autoscaler(kube, self.observer)
         """spec.autoscaling: the counts to lay out, the decisions (qdd.controller.autoscaling)."""
+        self.trays = TrayWatch()
+        """The nodes the node watch saw and what each deployment waits for of them (qdd.controller.tray_watch)."""
 
     def reconcile(self, namespace: str, name: str) -> None:
         """Reconcile now, or — if a pass for this resource is running — make it run once more."""
@@ -193,6 +196,7 @@ class Reconciler:
         forget_metrics(namespace, name)
         self.autoscaler.forget(namespace, name)
         self.startup.forget(namespace, name)
+        self.trays.forget((namespace, name))
         metrics.MANAGED.set(len(self.managed))
         for role in ("prefill", "decode"):
             for g in (metrics.READY_ENDPOINTS, metrics.DESIRED_ENDPOINTS):
@@ -401,7 +405,7 @@ class Reconciler:
         return wrote
 
     def _inputs(self, plan: Plan | None, desired: list[dict[str, Any]], observed: list[dict[str, Any]]) -> Inputs:
-        return status_inputs(self.kube, self.gang, plan, desired, observed)
+        return status_inputs(self.kube, self.gang, plan, desired, observed, self.trays)
 
     def _status_of(self, cr: dict[str, Any], plan: Plan | None, desired: list[dict[str, Any]],
                    observed: list[dict[str, Any]], states: list[Any], peer_restart: str | None,
@@ -426,6 +430,8 @@ class Reconciler:
         """Compute the status from what is observed, write it when it changed, post the events and
         metrics of its transitions."""
         kube, namespace, name = self.kube, cr["metadata"]["namespace"], cr["metadata"]["name"]
+        self.trays.observe((namespace, name), [o for o in observed if o["kind"] == "Pod"],
+                           plan is None or plan.spec.cluster.same_nvlink_domain)  # a node's return queues a pass
         inputs = self._inputs(plan, desired, observed)
         status = self._status_of(cr, plan, desired, observed, states, peer_restart, rollout, errors,
                                  peer_pending=peer_pending, inputs=inputs)

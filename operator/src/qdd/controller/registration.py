@@ -1,20 +1,21 @@
-"""The router's registered endpoints, read for the start gate of the canary and of benchmarks
-(qdd.canary.registration decides; this module does the I/O).
+"""The router's registered endpoints, read from each Ready router pod for the start gate of the
+canary and of benchmarks (qdd.canary.registration decides; this module does the I/O).
 
 Asked only when everything else is ready (every endpoint's pods Ready, the router Deployment
 available, the preflight passed, the router serving the current generation): then ``GET
-/list_workers`` goes to the router (the canary's URL: its Service, or QDD_CANARY_URL_OVERRIDE in
-the simulated cluster) from the canary's kind of event loop — one request per resource in flight,
-bounded by :data:`TIMEOUT_S` —, and its answer asks for one more pass (``notify``). While endpoints
-are missing, the list is read again at most every :data:`POLL_S`; once every serving pod is
-listed the answer is kept for that set of pods, so a converged deployment sends nothing more
-until a serving pod changes (a new IP, a new generation) or a router pod does (a new pod or a
-container restart: its discovery starts from nothing, so the list is read again and Ready waits for
-it; qdd.canary.registration.router_instances).
+/list_workers`` goes to each Ready router pod (``http://<pod IP>:<router port>``; every pod the
+router Service may send a request to) from the canary's kind of event loop — one request per
+router pod in flight, each bounded by :data:`TIMEOUT_S` —, and each answer asks for one more pass
+(``notify``). A pass never waits on a read: it judges the answers it has. While a router pod lacks
+an endpoint its list is read again at most every :data:`POLL_S`; once it lists every serving pod
+its answer is kept, so a converged deployment sends nothing more until a serving pod changes (a
+new IP, a new generation: a URL it has not listed) or a router pod does (a new pod or a container
+restart: its discovery starts from nothing, so its list is read again and Ready waits for it;
+qdd.canary.registration.RouterPod).
 
-With several router replicas the Service answers from one of them: each discovers the same pods
-from the API server, so one replica's list stands for all (docs/facts/router-pd.md); a replica that
-restarts changes the instances, and the list is read again.
+``QDD_CANARY_URL_OVERRIDE`` (a TEST setting, qdd.controller.canary): each router pod's list is read
+from that base URL instead, the simulated cluster's router TEST DOUBLE (hack/fake_canary_router.py),
+which answers for every replica alike: kwok runs no router.
 """
 
 from __future__ import annotations
@@ -23,123 +24,129 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..canary.client import get_json_async
-from ..canary.registration import LIST_PATH, Registration, listed_urls, registration
+from ..canary.registration import LIST_PATH, Listing, Registration, RouterPod, endpoint_url, listed_urls, registration
 from ..plan import Plan
 
 TIMEOUT_S = 5.0
-"""One read of the list, connect to last byte: the router answers it from memory."""
+"""One read of one router pod's list, connect to last byte: the router answers it from memory."""
 POLL_S = 2.0
-"""Seconds between two reads while endpoints are missing (the router's discovery adds a pod within
-about a second of its readiness; tests/contract/test_router.py)."""
-ROUTER_CHANGED = "a router pod is new or restarted: its list of workers is read again"
+"""Seconds between two reads of a router pod's list while it lacks endpoints (the router's discovery
+adds a pod within about a second of its readiness; tests/contract/test_router.py)."""
+NOT_READ = "not read yet"
+ROUTER_CHANGED = "restarted: its list of workers is read again"
 log = logging.getLogger("qdd.registration")
 
 Get = Callable[[str, str, float], Coroutine[Any, Any, tuple[Any, str | None]]]
 Key = tuple[str, str]
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Seen:
-    pods: frozenset[str]
-    """The serving pods' URLs and the router instances the last answer was judged for."""
-    listed: frozenset[str] | None
-    error: str | None
+    """One router pod's last answer: the ``instance`` it came from (RouterPod.instance), the base
+    URLs it listed or why not (``listed``), when (monotonic seconds)."""
+
+    instance: str
+    listed: Listing
     at: float
 
 
-def _routers(keys: frozenset[str]) -> frozenset[str]:
-    return frozenset(k for k in keys if k.startswith("router:"))
+def pod_url(override: str | None) -> Callable[[Plan, RouterPod], str]:
+    """Where a router pod's list is read: ``http://<pod IP>:<spec.router.port>``, or the test
+    override (a base URL with ``{namespace}`` and ``{name}``) for every router pod."""
+    def url(plan: Plan, router: RouterPod) -> str:
+        if override:
+            return override.format(namespace=plan.namespace, name=plan.name)
+        return endpoint_url(router.ip, plan.router.port)
+    return url
 
 
 class RegistrationChecker:
-    """``get``: the HTTP GET (qdd.canary.client.get_json_async; unit tests pass their own);
-    ``base_url``: the router's base URL of a plan (the canary's, :meth:`CanaryChecker.base_url`);
-    ``workers``: 0 reads inside :meth:`state` (unit tests), else in an event loop of its own;
-    ``notify(namespace, name)``: asks for a pass when an answer is in."""
+    """``url(plan, router pod)``: where that pod's list is read (default: :func:`pod_url` without
+    override); ``get``: the HTTP
+    GET (qdd.canary.client.get_json_async; unit tests pass their own); ``workers``: 0 reads inside
+    :meth:`state` (unit tests), else in an event loop of its own; ``notify(namespace, name)``: asks
+    for a pass when an answer is in."""
 
-    def __init__(self, base_url: Callable[[Plan], str], get: Get = get_json_async, workers: int = 1,
-                 notify: Callable[[str, str], None] | None = None, clock: Callable[[], float] = time.monotonic):
-        self.base_url, self.get, self.notify, self.clock = base_url, get, notify, clock
+    def __init__(self, url: Callable[[Plan, RouterPod], str] | None = None, get: Get = get_json_async,
+                 workers: int = 1, notify: Callable[[str, str], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic):
+        self.url, self.get, self.notify, self.clock = url or pod_url(None), get, notify, clock
         self._loop: asyncio.AbstractEventLoop | None = None
         if workers:
             self._loop = asyncio.new_event_loop()
             threading.Thread(target=self._loop.run_forever, name="qdd-registration", daemon=True).start()
         self._lock = threading.Lock()
-        self._seen: dict[Key, _Seen] = {}
-        self._inflight: set[Key] = set()
+        self._seen: dict[Key, dict[str, _Seen]] = {}
+        """Per resource, per router pod name: its last answer."""
+        self._inflight: set[tuple[str, str, str]] = set()
+        """(namespace, name, router pod name) of the reads in flight."""
 
     def forget(self, namespace: str, name: str) -> None:
         with self._lock:
             self._seen.pop((namespace, name), None)
 
     def state(self, plan: Plan | None, pods: dict[str, str], ready: bool,
-              routers: frozenset[str] = frozenset()) -> Registration | None:
+              routers: Sequence[RouterPod] = ()) -> Registration | None:
         """The registration of ``pods`` (``{url: pod name}``: qdd.canary.registration.serving_pods)
-        for this pass; a read is sent when due. ``routers``: the router instances
-        (qdd.canary.registration.router_instances); a complete answer is kept only while they and
-        the pods stay the same. None when not considered: no plan, no router, or
-        ``ready`` False (something else holds Ready back, so the router's list would say nothing new)."""
+        with every Ready router pod of ``routers`` (qdd.canary.registration.router_pods) for this
+        pass; the reads that are due are sent. None when not considered: no plan, no router, or
+        ``ready`` False (something else holds Ready back, so the routers' lists would say nothing new)."""
         if plan is None or plan.router.replicas == 0 or not ready:
             return None
-        key, want = (plan.namespace, plan.name), frozenset(pods) | {f"router:{r}" for r in routers}
-        planned = plan.prefill.endpoints + plan.decode.endpoints
+        key, want, now = (plan.namespace, plan.name), frozenset(pods), self.clock()
         with self._lock:
-            seen = self._seen.get(key)
-        restarted = seen is not None and _routers(seen.pods) != _routers(want)
-        if seen is not None and not restarted:
-            got = registration(planned, pods, seen.listed, seen.error)
-            if got.complete and seen.pods == want:
-                return got  # every serving pod listed: nothing to ask until they change
-            if self.clock() - seen.at < POLL_S or key in self._inflight:
-                return got
-        elif restarted and seen is not None:
-            # the list was read from router instances that are gone or restarted: it no longer shows
-            # that every pod is registered (what it lacked, it still lacks: its message stays)
-            got = registration(planned, pods, seen.listed, seen.error)
-            if got.complete:
-                got = registration(planned, pods, None, ROUTER_CHANGED)
-            if key in self._inflight:
-                return got
-        else:
-            got = registration(planned, pods, None, "not read yet")
-        url = self.base_url(plan)
-        if self._loop is None:
-            answer, error = asyncio.run(self.get(url, LIST_PATH, TIMEOUT_S))  # workers=0: in the pass
-            seen = self._keep(key, want, answer, error)
-            return registration(planned, pods, seen.listed, seen.error)
-        with self._lock:
-            if key not in self._inflight:
-                self._inflight.add(key)
-                asyncio.run_coroutine_threadsafe(self._read(key, want, url), self._loop)
-        return got
+            seen = {r.name: s for r in routers if (s := self._seen.get(key, {}).get(r.name)) is not None}
+            self._seen[key] = dict(seen)  # router pods gone are forgotten
+        lists: dict[str, Listing] = {}
+        due: list[RouterPod] = []
+        for r in routers:
+            s = seen.get(r.name)
+            if s is None or s.instance != r.instance:
+                lists[r.name] = NOT_READ if s is None else ROUTER_CHANGED
+                due.append(r)
+                continue
+            lists[r.name] = s.listed
+            if (isinstance(s.listed, str) or not want <= s.listed) and now - s.at >= POLL_S:
+                due.append(r)  # lacks a serving pod, or unread: asked again every POLL_S
+        for r in due:
+            if self._loop is None:  # workers=0: in the pass
+                answer, error = asyncio.run(self.get(self.url(plan, r), LIST_PATH, TIMEOUT_S))
+                lists[r.name] = self._keep(key, r, answer, error).listed
+                continue
+            with self._lock:
+                if (*key, r.name) in self._inflight:
+                    continue
+                self._inflight.add((*key, r.name))
+            asyncio.run_coroutine_threadsafe(self._read(key, r, self.url(plan, r)), self._loop)
+        return registration(plan.prefill.endpoints + plan.decode.endpoints, pods, lists)
 
-    def _keep(self, key: Key, want: frozenset[str], answer: Any, error: str | None) -> _Seen:
+    def _keep(self, key: Key, router: RouterPod, answer: Any, error: str | None) -> _Seen:
         listed = listed_urls(answer) if error is None else None
         if error is None and listed is None:
             error = f"GET {LIST_PATH}: not a router's list of workers (no 'urls' list)"
-        seen = _Seen(want, listed, error, self.clock())
+        seen = _Seen(router.instance, listed if listed is not None else str(error), self.clock())
         with self._lock:
-            self._seen[key] = seen
+            self._seen.setdefault(key, {})[router.name] = seen
         return seen
 
-    async def _read(self, key: Key, want: frozenset[str], url: str) -> None:
+    async def _read(self, key: Key, router: RouterPod, url: str) -> None:
         try:
             answer, error = await self.get(url, LIST_PATH, TIMEOUT_S)
         except Exception as e:  # noqa: BLE001 — a client bug is a failed read, not a dead loop
             answer, error = None, f"GET {LIST_PATH}: client error: {type(e).__name__}: {str(e)[:200]}"
-        await asyncio.to_thread(self._answered, key, want, answer, error)
+        await asyncio.to_thread(self._answered, key, router, answer, error)
 
-    def _answered(self, key: Key, want: frozenset[str], answer: Any, error: str | None) -> None:
-        self._keep(key, want, answer, error)
+    def _answered(self, key: Key, router: RouterPod, answer: Any, error: str | None) -> None:
+        self._keep(key, router, answer, error)
         with self._lock:
-            self._inflight.discard(key)
+            self._inflight.discard((*key, router.name))
         if self.notify is not None:
             try:
                 self.notify(*key)
             except Exception:
-                log.exception("%s/%s: the pass after the router's list of workers failed", *key)
+                log.exception("%s/%s: the pass after router pod %s's list of workers failed", *key, router.name)

@@ -135,7 +135,7 @@ class _Facts:
 
     @property
     def serving(self) -> bool:
-        """Everything but the canary is ready, every endpoint registered with the router: the state
+        """Everything but the canary is ready, every endpoint registered with every router pod: the state
         in which the canary is sent."""
         return self.ready_unregistered and self.registered
 

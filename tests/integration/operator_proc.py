@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import signal
 import socket
@@ -28,10 +29,8 @@ PR_SET_PDEATHSIG = 1
 def _die_with_parent() -> None:
     """In the child before exec: SIGKILL when pytest dies (Linux prctl), so that a test run killed
     mid-way leaves no operator reconciling the next run's cluster."""
-    try:
+    with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):
-        pass
 
 
 @atexit.register

@@ -28,7 +28,7 @@ from kubernetes import client, watch
 from qdd.catalog.startup import LOCAL, engine_startup
 from qdd.perf.profile import CONFIGMAP_KEY, PerfProfile, Point, RoleProfile, configmap_name
 
-from .conftest import REPO, Kube, install_crds, wait_established
+from .conftest import Kube, install_crds
 from .engine_startup import startup_configmap
 from .operator_proc import OperatorProcess
 from .test_observe import CONFIGMAP, double  # noqa: F401 — the engine double, a module fixture

@@ -21,7 +21,11 @@ to ``/health`` 200 as a startup probe sees it. Substitutions beyond the real-eng
 (tests/realengine/engines.py): the claim's mount ``/compile-cache`` → a folder of this run (the
 volume), and a fresh ``HOME`` and ``TMPDIR`` per start (a new container's own file system and its
 ``/tmp`` emptyDir: nothing survives between starts but the volume). Writes the JSON to ``--out``
-and prints a table. Not a test: ``make bench-cold-start`` (docs/cold-start.md has the numbers).
+and prints a table. Not a test: ``make bench-cold-start``. docs/cold-start.md's budget table is not
+from this run: its numbers are qdd's start-up model (:mod:`qdd.catalog.startup`, public GPU
+measurements scaled to the checkpoint). The committed bench/results/cold-start-cpu.json is from an
+older version of this script (its check names; its warm run a compile-cache miss, refused with
+``'finalize_loading'``, and its keys from before the checkpoint joined the key): re-run to refresh it.
 """
 
 from __future__ import annotations

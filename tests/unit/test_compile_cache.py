@@ -11,7 +11,7 @@ import pytest
 from qdd.api.spec import QwenDisaggDeploymentSpec
 from qdd.controller.status import Observed, _plan_status
 from qdd.errors import SpecError
-from qdd.plan.compile_cache import CACHE_ENV, compile_cache_key
+from qdd.plan.compile_cache import CACHE_ENV, checkpoint_identity, compile_cache_key
 from qdd.plan.summary import summary
 from qdd.plan.types import Plan
 
@@ -134,6 +134,64 @@ def test_the_key_stays_equal_when_nothing_that_invalidates_the_cache_changes(cac
     assert _key(cached_cr, slot="b") == _key(cached_cr)
 
 
+DIGEST_A, DIGEST_B = "sha256:" + "ab" * 32, "sha256:" + "cd" * 32
+
+
+def _checkpoint(cr: dict[str, Any], sub_path: str | None = "Qwen3.5-397B-A17B-NVFP4", claim: str = "models",
+                digest: str | None = None) -> dict[str, Any]:
+    cr = _set(cr, "spec.model.source", {"pvc": {"claimName": claim, **({"subPath": sub_path} if sub_path else {})}})
+    return _set(cr, "spec.model.cache", {"digest": digest}) if digest else cr
+
+
+def test_the_checkpoint_identity_is_what_is_set(seed_cr, cached_cr):
+    assert checkpoint_identity(plan_of(seed_cr).spec) == {}, "no claim, no digest: the key as before"
+    assert checkpoint_identity(plan_of(_checkpoint(cached_cr, digest=DIGEST_A)).spec) == {
+        "claimName": "models", "subPath": "Qwen3.5-397B-A17B-NVFP4", "digest": DIGEST_A}
+    assert checkpoint_identity(plan_of(_checkpoint(cached_cr, sub_path=None)).spec) == {"claimName": "models"}
+
+
+@pytest.mark.parametrize("role", ["prefill", "decode"])
+def test_another_checkpoint_of_the_same_model_name_gets_another_key(cached_cr, role):
+    """Another subPath of one volume, another claim, other bytes (digest): other compiled artefacts."""
+    base = _key(_checkpoint(cached_cr), role)
+    assert _key(_checkpoint(cached_cr), role) == base, "the same checkpoint: the same key"
+    others = {
+        "subPath": _key(_checkpoint(cached_cr, sub_path="Qwen3.5-397B-A17B-NVFP4-rev2"), role),
+        "no subPath": _key(_checkpoint(cached_cr, sub_path=None), role),
+        "claim": _key(_checkpoint(cached_cr, claim="models-eu"), role),
+    }
+    assert base not in others.values() and len(set(others.values())) == 3
+    a, b = _key(_checkpoint(cached_cr, digest=DIGEST_A), role), _key(_checkpoint(cached_cr, digest=DIGEST_B), role)
+    assert a != b, "same claim and subPath, other bytes"
+    assert _key(_checkpoint(cached_cr, digest=DIGEST_A), role) == a
+    # what does not tell checkpoints apart keeps it: the trays to prefetch to, the compile-cache claim
+    assert _key(_set(_checkpoint(cached_cr, digest=DIGEST_A), "spec.model.cache.nodeSelector",
+                     {"example.com/nvme": "true"}), role) == a
+    assert _key(_set(_checkpoint(cached_cr, digest=DIGEST_A), "spec.engine.compileCache",
+                     {"claimName": "another-claim", "subPath": "x"}), role) == a
+
+
+def test_the_key_of_another_digest_is_in_status_and_qdd_plan(cached_cr):
+    plans = [plan_of(_checkpoint(cached_cr, digest=d)) for d in (DIGEST_A, DIGEST_B)]
+    keys = [(p.prefill.compile_cache_key, p.decode.compile_cache_key) for p in plans]
+    assert keys[0] != keys[1] and len({*keys[0], *keys[1]}) == 4
+    for plan, (prefill, decode) in zip(plans, keys, strict=True):
+        st = _status(plan)
+        assert (st["prefillCompileCacheKey"], st["decodeCompileCacheKey"]) == (prefill, decode)
+        assert summary(plan)["prefill"]["compileCache"] == {"key": prefill, "path": f"/compile-cache/{prefill}"}
+        env = dict((e.name, e.value) for e in plan.prefill.pods[0].env)
+        assert env["VLLM_CACHE_ROOT"] == f"/compile-cache/{prefill}/vllm"
+
+
+def test_enabling_the_weight_cache_changes_the_key_disabling_it_restores_it(cached_cr):
+    """docs/cold-start.md#compile-cache: the first start after enabling spec.model.cache compiles cold
+    (the digest joins the key); without it again, the earlier key and its folder."""
+    claim = _key(_checkpoint(cached_cr))
+    cached = _key(_checkpoint(cached_cr, digest=DIGEST_A))
+    assert cached != claim
+    assert _key(_checkpoint(cached_cr)) == claim
+
+
 def _with(spec: QwenDisaggDeploymentSpec, part: str, **changes: Any) -> QwenDisaggDeploymentSpec:
     return spec.model_copy(update={part: getattr(spec, part).model_copy(update=changes)})
 
@@ -173,9 +231,10 @@ def test_the_cache_variables_are_owned(seed_cr, name):
 
 def test_the_start_up_model_sees_the_cache_state(seed_cr, cached_cr):
     # seed checkpoint 237 GB from remote storage at 2 GB/s (qdd.catalog.startup)
-    cold = {"seconds": 323.5, "weights": 148.5, "compile": 115.0, "graphs": 60.0}
+    cold = {"seconds": 323.5, "process": 30.0, "weights": 118.5, "torchCompile": 85.0, "kvProfile": 30.0, "graphs": 60.0}
     without = summary(plan_of(seed_cr))["startup"]
     assert without == {"first": cold, "restart": cold}, "no volume: every start compiles and profiles again"
     with_cache = summary(plan_of(cached_cr))["startup"]
     # warm: 8 s compile, KV profiling skipped by the startup plan, 25 s graphs
-    assert with_cache == {"first": cold, "restart": {"seconds": 181.5, "weights": 148.5, "compile": 8.0, "graphs": 25.0}}
+    assert with_cache == {"first": cold, "restart": {"seconds": 181.5, "process": 30.0, "weights": 118.5,
+                                                     "torchCompile": 8.0, "kvProfile": 0.0, "graphs": 25.0}}

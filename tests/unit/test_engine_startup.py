@@ -3,15 +3,22 @@ kwok Stages that play it in the simulated cluster (hack/cluster/engine_stages.py
 
 from __future__ import annotations
 
+import copy
 import importlib.util
+import json
 import re
+from contextlib import redirect_stdout
+from io import StringIO
 from pathlib import Path
 
 import pytest
+import yaml
+
+from qdd import cli
 
 from qdd.api.spec import ClusterSpec
 from qdd.catalog.checkpoints import CHECKPOINT_RECORDS, resolve_checkpoint
-from qdd.catalog.startup import LOCAL, PEER, REMOTE, StartupPhases, engine_startup, worst_case
+from qdd.catalog.startup import LOCAL, PEER, REMOTE, PhaseSeconds, StartupPhases, engine_phases, engine_startup, worst_case
 from qdd.plan.startup import checkpoint_bytes
 
 from ..conftest import ROOT
@@ -37,6 +44,58 @@ def test_cold_start_of_the_seed_from_remote_storage():
     # 30 s process + 237 GB / 2 GB/s; 85 s compile + 30 s KV profile; 60 s graphs
     assert p == StartupPhases(weights=30 + 118.5, compile=115.0, graphs=60.0)
     assert p.total == pytest.approx(323.5)
+
+
+def test_the_phases_of_the_doc_table_and_the_simulator_s_three_groups():
+    p = engine_phases(237e9, REMOTE)
+    assert p == PhaseSeconds(process=30.0, weights=118.5, torch_compile=85.0, kv_profile=30.0, graphs=60.0)
+    assert p.stages() == engine_startup(237e9, REMOTE) and p.total == p.stages().total == pytest.approx(323.5)
+    warm = engine_phases(237e9, LOCAL, compile_cache_warm=True, memory_plan_cached=True)
+    assert warm.as_dict() == {"process": 30.0, "weights": 33.9, "torchCompile": 8.0, "kvProfile": 0.0, "graphs": 25.0}
+    assert round(warm.total, 1) == 96.9
+
+
+def _budget_table() -> tuple[list[str], list[list[str]]]:
+    """docs/cold-start.md's table under "The budget of one endpoint on paper": header, rows."""
+    text = (ROOT / "docs" / "cold-start.md").read_text()
+    section = text.split("## The budget of one endpoint on paper", 1)[1].split("\n## ", 1)[0]
+    header, *rows = [[c.strip() for c in line.strip().strip("|").split("|")]
+                     for line in section.splitlines() if line.startswith("| ")]
+    return header, rows
+
+
+def _seconds(cell: str) -> float:
+    m = re.search(r"[0-9]+(?:\.[0-9]+)?", cell)
+    assert m, cell
+    return float(m.group())
+
+
+def test_qdd_plan_json_names_the_phases_of_the_doc_table(tmp_path: Path, seed_cr: dict):
+    """The keys of `qdd plan -o json`'s startup objects are the doc table's second column, and its cold
+    and node-local columns are `first` and `restartOnWarmTray` of the seed with both caches."""
+    header, rows = _budget_table()
+    assert header[:4] == ["phase", "key in `qdd plan -o json`", "cold: remote storage, empty caches",
+                          "warm caches, weights node-local"]
+    keyed = {m.group(1): row for row in rows if (m := re.fullmatch(r"`(\w+)`", row[1]))}
+    assert list(keyed) == ["process", "weights", "torchCompile", "kvProfile", "graphs", "seconds"]
+    assert [row[0] for row in rows if row[1] == "(not modelled)"] == ["image pull"]
+    cr = copy.deepcopy(seed_cr)
+    cr["spec"]["engine"]["compileCache"] = {"claimName": "compile-cache"}
+    cr["spec"]["model"]["source"] = {"pvc": {"claimName": "models", "subPath": "Qwen3.5-397B-A17B-NVFP4"}}
+    cr["spec"]["model"]["cache"] = {"digest": "sha256:" + "ab" * 32}
+    path = tmp_path / "cr.yaml"
+    path.write_text(yaml.safe_dump(cr))
+    buf = StringIO()
+    with redirect_stdout(buf):
+        cli.main(["plan", "-o", "json", "-f", str(path)])
+    startup = json.loads(buf.getvalue())["startup"]
+    assert set(startup) == {"first", "restart", "restartOnWarmTray"}
+    for state in startup.values():
+        assert set(state) == set(keyed)
+    assert {k: _seconds(row[2]) for k, row in keyed.items()} == startup["first"] == {
+        "process": 30.0, "weights": 118.5, "torchCompile": 85.0, "kvProfile": 30.0, "graphs": 60.0, "seconds": 323.5}
+    assert {k: _seconds(row[3]) for k, row in keyed.items()} == startup["restartOnWarmTray"] == {
+        "process": 30.0, "weights": 33.9, "torchCompile": 8.0, "kvProfile": 0.0, "graphs": 25.0, "seconds": 96.9}
 
 
 def test_warm_caches_and_a_peer_shorten_the_start_as_modelexpress_reports():

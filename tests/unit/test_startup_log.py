@@ -8,7 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
+from qdd.api.status import EngineStartup, StartupStatus
 from qdd.observe.startup_log import parse_startup_log
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -118,3 +120,27 @@ def test_every_key_written_is_in_the_status_schema():
     known = {f.alias for f in EngineStartup.model_fields.values()}
     assert set(written) - known == set()
     EngineStartup.model_validate({"pod": "p", **written})
+
+
+def _doc_example() -> dict:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "cold-start.md").read_text()
+    section = text.split("## Start-up phases measured", 1)[1]
+    block = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    return yaml.safe_load(block)["status"]["startup"]
+
+
+def test_the_doc_s_status_startup_example_is_valid_and_shows_every_field():
+    """docs/cold-start.md's status.startup example: it parses as the status schema, names every field
+    of EngineStartup (warmupSeconds and startupPlan included), and its CPU entry is what the reader
+    makes of the captured warm CPU start."""
+    example = _doc_example()
+    StartupStatus.model_validate(example)
+    fields = {f.alias or name for name, f in EngineStartup.model_fields.items()}
+    shown = {k for pod in example["pods"] for k in pod}
+    assert shown == fields
+    assert {"warmupSeconds", "startupPlan"} <= shown
+    [planned] = [p for p in example["pods"] if p.get("startupPlan")]
+    assert "kvProfileSeconds" not in planned and planned["compileCache"] == "hit"
+    [cpu] = [p for p in example["pods"] if "warmupSeconds" in p]
+    phases = {k: v for k, v in cpu.items() if k not in ("pod", "node", "restarts", "beforeStartSeconds", "toReadySeconds")}
+    assert phases == parse_startup_log(WARM).as_status()

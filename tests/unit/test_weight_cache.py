@@ -4,11 +4,16 @@ of the field, the API's rule, and the status the controller reads from the pods 
 from __future__ import annotations
 
 import copy
+import errno
+import fcntl
+import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -43,17 +48,177 @@ def src(tmp_path: Path) -> Path:
     return _tree(tmp_path / "src")
 
 
+PIPELINE = ("find -L . -type f ! -path '*/.*' | sed 's|^\\./||' | LC_ALL=C sort | xargs -r -d '\\n' sha256sum | sha256sum")
+
+
+def _pipeline_digest(folder: Path) -> str:
+    out = subprocess.run(["bash", "-c", PIPELINE], cwd=folder, capture_output=True, text=True, check=True).stdout
+    return "sha256:" + out.split()[0]
+
+
 def test_digest_is_the_documented_coreutils_pipeline(src: Path):
     """``qdd weights digest`` and the sha256sum recipe of docs/cold-start.md agree; dot paths are left out."""
     ours = manifest_digest(hash_tree(src))
-    pipe = ("find -L . -type f ! -path '*/.*' | sed 's|^\\./||' | LC_ALL=C sort | xargs -d '\\n' sha256sum | sha256sum")
-    out = subprocess.run(["bash", "-c", pipe], cwd=src, capture_output=True, text=True, check=True).stdout
-    assert ours == "sha256:" + out.split()[0]
+    assert ours == _pipeline_digest(src)
     assert sorted(hash_tree(src)) == ["config.json", "model-00001-of-00002.safetensors",
                                       "model-00002-of-00002.safetensors", "sub/tokenizer.json"]
     cli = subprocess.run([str(Path(sys.executable).parent / "qdd"), "weights", "digest", str(src)],
                          capture_output=True, text=True, check=True)
     assert cli.stdout.strip() == ours
+
+
+def test_the_documented_pipeline_is_the_one_in_the_docs():
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "cold-start.md").read_text()
+    assert f"`cd DIR && {PIPELINE}`" in docs
+    assert PIPELINE in (program.__doc__ or "")
+
+
+def test_a_folder_reached_through_two_paths_counts_under_both_like_find(tmp_path: Path):
+    """A link to a sibling folder is walked (find -L lists its files under both paths), a link back up
+    to an ancestor is not (find -L: a file-system loop), a broken link and dot paths are no files."""
+    root = tmp_path / "ckpt"
+    (root / "shards" / "deep").mkdir(parents=True)
+    (root / "shards" / "a.safetensors").write_bytes(b"a" * 1000)
+    (root / "shards" / "deep" / "b.safetensors").write_bytes(b"b" * 10)
+    (root / "config.json").write_text("{}")
+    (root / "same").symlink_to("shards")  # the same folder by another name
+    (root / "shards" / "deep" / "up").symlink_to("..")  # a loop: the folder's own ancestor
+    (root / "broken.json").symlink_to("nowhere")
+    (root / ".cache").mkdir()
+    (root / ".cache" / "x").write_text("left out")
+    assert sorted(hash_tree(root)) == ["config.json", "same/a.safetensors", "same/deep/b.safetensors",
+                                       "shards/a.safetensors", "shards/deep/b.safetensors"]
+    ours = manifest_digest(hash_tree(root))
+    assert ours == _pipeline_digest(root)
+    manifest = "".join(f"{hash_tree(root)[p]}  {p}\n" for p in sorted(hash_tree(root)))
+    assert ours == "sha256:" + hashlib.sha256(manifest.encode()).hexdigest()
+    # a fetch installs the folder's files under both paths, as regular files, and verifies
+    cache = tmp_path / "tray"
+    code, out = prefetch(root, cache, ours)
+    assert code == 0 and out["files"] == 5
+    assert not (cache / "files" / "same").is_symlink() and manifest_digest(hash_tree(cache / "files")) == ours
+
+
+def test_an_empty_folder_has_the_digest_of_an_empty_manifest(tmp_path: Path):
+    (tmp_path / "empty").mkdir()
+    assert manifest_digest(hash_tree(tmp_path / "empty")) == _pipeline_digest(tmp_path / "empty") == \
+        "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+
+# --- one prefetch at a time per folder, and every failure a report -------------------------------
+
+def _prefetch_in_thread(src: Path, cache: Path, digest: str) -> tuple[threading.Thread, list]:
+    result: list = []
+    th = threading.Thread(target=lambda: result.append(prefetch(src, cache, digest)), daemon=True)
+    th.start()
+    return th, result
+
+
+def test_a_second_prefetch_waits_for_the_lock(src: Path, tmp_path: Path):
+    digest = manifest_digest(hash_tree(src))
+    cache = tmp_path / "tray"
+    cache.mkdir()
+    with open(cache / ".lock", "w") as held:  # another prefetch of this folder holds it
+        fcntl.flock(held, fcntl.LOCK_EX)
+        th, result = _prefetch_in_thread(src, cache, digest)
+        time.sleep(0.5)
+        assert th.is_alive() and result == [], "it waits"
+        assert sorted(p.name for p in cache.iterdir()) == [".lock"], "and writes nothing meanwhile"
+        fcntl.flock(held, fcntl.LOCK_UN)
+        th.join(30)
+    [(code, out)] = result
+    assert code == 0 and out["state"] == "warm" and out["fetched"] is True
+    assert out["lockWaitSeconds"] >= 0.4
+    assert manifest_digest(hash_tree(cache / "files")) == digest
+
+
+def test_two_prefetches_of_one_folder_at_once_one_fetches_the_other_verifies(src: Path, tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch):
+    """Two deployments of one digest (or a restarted pod) on one tray: the same folder, one pid in each
+    container. The second waits, then finds the first's copy and hashes it in full."""
+    digest = manifest_digest(hash_tree(src))
+    cache = tmp_path / "tray"
+    real = program._hash_file
+
+    def slow(path: Path, copy_to: Path | None = None) -> str:
+        time.sleep(0.05)
+        return real(path, copy_to)
+
+    monkeypatch.setattr(program, "_hash_file", slow)
+    runs = [_prefetch_in_thread(src, cache, digest) for _ in range(2)]
+    for th, _ in runs:
+        th.join(30)
+    outs = [r[0] for _, r in runs]
+    assert [code for code, _ in outs] == [0, 0] and {o["state"] for _, o in outs} == {"warm"}
+    assert sorted(o["fetched"] for _, o in outs) == [False, True]
+    waited = [o for _, o in outs if "lockWaitSeconds" in o]
+    assert len(waited) == 1 and waited[0]["fetched"] is False
+    assert manifest_digest(hash_tree(cache / "files")) == digest
+    assert json.loads((cache / "verified.json").read_text())["digest"] == digest
+    assert sorted(p.name for p in cache.iterdir()) == [".lock", "files", "verified.json"]
+
+
+def _raise(exc: BaseException):
+    def f(*_a, **_k):
+        raise exc
+    return f
+
+
+@pytest.mark.parametrize(("target", "exc", "error"), [
+    # the disk fills while the copy is written
+    ("_hash_file", OSError(errno.ENOSPC, "No space left on device"), "copying the source"),
+    # the record cannot be written after the files were renamed into place: the folder is not warm
+    ("_write_record", OSError(errno.ENOSPC, "No space left on device"), "OSError: [Errno 28] No space left on device"),
+    # anything else
+    ("_read_only", RuntimeError("boom"), "RuntimeError: boom"),
+])
+def test_any_error_ends_in_a_failed_report_and_no_copy(src: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       target: str, exc: BaseException, error: str):
+    digest = manifest_digest(hash_tree(src))
+    cache = tmp_path / "tray"
+    monkeypatch.setattr(program, target, _raise(exc))
+    term = tmp_path / "termination-log"
+    code = program.main(["prefetch", "--source", str(src), "--cache", str(cache), "--digest", digest,
+                         "--termination-log", str(term)])
+    report = json.loads(term.read_text())
+    assert code == 1 and report["state"] == "failed" and report["digest"] == digest and error in report["error"]
+    if target == "_hash_file":
+        assert "No space left on device" in report["error"]
+    assert sorted(p.name for p in cache.iterdir()) == [".lock"], "no record, no files, no temporary folder"
+    monkeypatch.undo()
+    assert select(cache, digest, src, tmp_path / "link")["source"] == "remote"
+    code, again = prefetch(src, cache, digest)  # the kubelet's retry starts from nothing
+    assert code == 0 and again["fetched"] is True and again["refused"] is None
+
+
+def test_a_copy_that_cannot_be_read_is_discarded(src: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """An I/O error while hashing a verified copy: failed, and the copy is gone (the record first), so
+    no engine reads it."""
+    digest = manifest_digest(hash_tree(src))
+    cache = tmp_path / "tray"
+    assert prefetch(src, cache, digest)[0] == 0
+    monkeypatch.setattr(program, "_hash_file", _raise(OSError(errno.EIO, "Input/output error")))
+    code, out = prefetch(src, cache, digest)
+    assert code == 1 and out == {"state": "failed", "digest": digest, "refused": None,
+                                 "error": "OSError: [Errno 5] Input/output error"}
+    assert not (cache / "verified.json").exists() and not (cache / "files").exists()
+
+
+def test_a_killed_run_s_temporaries_are_deleted(src: Path, tmp_path: Path):
+    digest = manifest_digest(hash_tree(src))
+    cache = tmp_path / "tray"
+    (cache / ".incoming-7" / "sub").mkdir(parents=True)
+    (cache / ".incoming-7" / "sub" / "half.safetensors").write_bytes(b"x" * 100)
+    (cache / ".verified.json.7").write_text("{")
+    assert prefetch(src, cache, digest)[0] == 0
+    assert sorted(p.name for p in cache.iterdir()) == [".lock", "files", "verified.json"]
+
+
+def test_a_lock_that_cannot_be_opened_is_a_failed_report(src: Path, tmp_path: Path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    code, out = prefetch(src, blocker / "tray", "sha256:" + "0" * 64)
+    assert code == 1 and out["state"] == "failed" and out["error"].startswith(f"opening the lock {blocker}/tray/.lock:")
 
 
 def test_prefetch_installs_verified_bytes_and_keeps_them(src: Path, tmp_path: Path):
@@ -84,7 +249,7 @@ def test_a_corrupted_cache_is_refused_and_fetched_again(src: Path, tmp_path: Pat
     assert code == 0 and out["fetched"] is True
     assert out["refused"] == "sha256 of model-00001-of-00002.safetensors differs from the record"
     assert manifest_digest(hash_tree(cache / "files")) == digest
-    assert [p.name for p in cache.iterdir() if p.name.startswith(".")] == []  # nothing left aside
+    assert [p.name for p in cache.iterdir() if p.name.startswith(".")] == [".lock"]  # nothing left aside
 
 
 def test_a_source_of_another_digest_installs_nothing(src: Path, tmp_path: Path):

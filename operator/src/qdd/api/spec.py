@@ -154,7 +154,7 @@ class EngineSpec(ApiModel):
     vllm_version: str = Field("0.33.0", max_length=64, pattern=VERSION, description="vLLM version inside image; selects the engine profile (flags, defaults, fixes).")
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field("IfNotPresent", description="Pull policy of engine containers.")
     image_pull_secrets: list[ObjectName] = Field(default_factory=list, max_length=8, description="Names of image pull Secrets.")
-    compile_cache: CompileCacheSpec | None = Field(None, description="Keep torch.compile, Triton, FlashInfer and DeepGEMM caches on a volume, in a folder keyed by a hash of everything that invalidates them (engine image and version, model, revision, quantization, topology, the role's flags and environment, GPU kind): a later start with the same key reads them (a warm start), any change of key compiles cold into a new folder, never into a wrong one. Unset: every start compiles cold.")
+    compile_cache: CompileCacheSpec | None = Field(None, description="Keep torch.compile, Triton, FlashInfer and DeepGEMM caches on a volume, in a folder keyed by a hash of everything that invalidates them (engine image and version, model, revision, quantization, the checkpoint's claim, subPath and digest, topology, the role's flags and environment, GPU kind): a later start with the same key reads them (a warm start), any change of key compiles cold into a new folder, never into a wrong one. Unset: every start compiles cold.")
 
 
 class WorkloadSpec(ApiModel):

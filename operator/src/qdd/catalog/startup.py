@@ -19,8 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 PHASES = ("weights", "compile", "graphs")
-"""The phases the simulated kubelet plays, in order (``process`` is counted in ``weights``: both
-come before the engine's first log line about its KV cache)."""
+"""The phases the simulated kubelet plays, in order: groups of :class:`PhaseSeconds`' five
+(``process`` is counted in ``weights``, KV profiling in ``compile``: each pair comes before the
+engine's next log line the simulation needs)."""
 
 PROCESS_SECONDS = 30.0
 """Container start, Python and torch import, engine-core process spawn, NCCL/NIXL init. vllm#20264:
@@ -98,25 +99,66 @@ class StartupPhases:
         return {p: f"{round(getattr(self, p), 3)}s" for p in PHASES}
 
 
-def engine_startup(checkpoint_bytes: float, storage: Storage = REMOTE, compile_cache_warm: bool = False,
-                   memory_plan_cached: bool = False) -> StartupPhases:
+@dataclass(frozen=True)
+class PhaseSeconds:
+    """Seconds of each phase of one engine's start as docs/cold-start.md's budget table has them (its
+    rows, the keys of ``qdd plan -o json``'s ``startup``): ``process`` (container start, imports,
+    engine-core spawn, NCCL/NIXL init), ``weights`` (reading the checkpoint), ``torch_compile``
+    (Dynamo + Inductor, or loading them from the compile cache), ``kv_profile`` (the KV-cache memory
+    profiling run), ``graphs`` (autotuning and CUDA-graph capture). :meth:`stages` groups them into
+    the three the simulated kubelet plays."""
+
+    process: float
+    weights: float
+    torch_compile: float
+    kv_profile: float
+    graphs: float
+
+    @property
+    def total(self) -> float:
+        return self.process + self.weights + self.torch_compile + self.kv_profile + self.graphs
+
+    def stages(self) -> StartupPhases:
+        """The simulated kubelet's phases (:data:`PHASES`): process and weights, torch.compile and KV
+        profiling, graphs."""
+        return StartupPhases(weights=self.process + self.weights, compile=self.torch_compile + self.kv_profile,
+                             graphs=self.graphs)
+
+    def as_dict(self) -> dict[str, float]:
+        """camelCase keys, seconds rounded to 0.1 s (``qdd plan -o json``; the measured counterparts in
+        status.startup are ``weightsSeconds``, ``torchCompileSeconds``, ``kvProfileSeconds``,
+        ``graphsSeconds``)."""
+        return {"process": round(self.process, 1), "weights": round(self.weights, 1),
+                "torchCompile": round(self.torch_compile, 1), "kvProfile": round(self.kv_profile, 1),
+                "graphs": round(self.graphs, 1)}
+
+
+def engine_phases(checkpoint_bytes: float, storage: Storage = REMOTE, compile_cache_warm: bool = False,
+                  memory_plan_cached: bool = False) -> PhaseSeconds:
     """Phases of one engine's start for a checkpoint of ``checkpoint_bytes`` bytes.
 
     Every rank reads its shards; ranks on one node share the node's read bandwidth and the page
     cache, so a node reads about the whole checkpoint once (vLLM's default loader iterates over
-    every safetensors file on each rank): ``weights = process + bytes / storage``. The caches:
-    ``storage`` says where the weights are (remote, a node-local copy or a serving peer);
+    every safetensors file on each rank): ``weights = bytes / storage``. The caches: ``storage``
+    says where the weights are (remote, a node-local copy or a serving peer);
     ``compile_cache_warm``: torch.compile, Triton, FlashInfer and DeepGEMM caches of the same key
-    are on disk; ``memory_plan_cached``: a startup plan of the same fingerprint is (KV profiling
-    skipped).
+    are on disk (torch.compile loads, graph capture finds its autotuning results);
+    ``memory_plan_cached``: a startup plan of the same fingerprint is (KV profiling skipped).
     Raises ValueError for a negative size."""
     if checkpoint_bytes < 0:
         raise ValueError(f"checkpoint_bytes must be >= 0, not {checkpoint_bytes}")
-    weights = PROCESS_SECONDS + checkpoint_bytes / (storage.gb_per_s * 1e9)
-    compile_s = ((COMPILE_WARM_SECONDS if compile_cache_warm else COMPILE_COLD_SECONDS)
-                 + (KV_PROFILE_PLANNED_SECONDS if memory_plan_cached else KV_PROFILE_SECONDS))
-    graphs = GRAPHS_WARM_SECONDS if compile_cache_warm else GRAPHS_SECONDS
-    return StartupPhases(weights=weights, compile=compile_s, graphs=graphs)
+    return PhaseSeconds(
+        process=PROCESS_SECONDS, weights=checkpoint_bytes / (storage.gb_per_s * 1e9),
+        torch_compile=COMPILE_WARM_SECONDS if compile_cache_warm else COMPILE_COLD_SECONDS,
+        kv_profile=KV_PROFILE_PLANNED_SECONDS if memory_plan_cached else KV_PROFILE_SECONDS,
+        graphs=GRAPHS_WARM_SECONDS if compile_cache_warm else GRAPHS_SECONDS)
+
+
+def engine_startup(checkpoint_bytes: float, storage: Storage = REMOTE, compile_cache_warm: bool = False,
+                   memory_plan_cached: bool = False) -> StartupPhases:
+    """:func:`engine_phases` grouped into the simulated kubelet's three phases: ``weights = process +
+    bytes / storage``, ``compile = torch.compile + KV profiling``, ``graphs``."""
+    return engine_phases(checkpoint_bytes, storage, compile_cache_warm, memory_plan_cached).stages()
 
 
 def worst_case(checkpoint_bytes: float) -> StartupPhases:

@@ -61,24 +61,42 @@ KEY_LENGTH = 16
 """Hex digits of the key (64 bits of SHA-256): a folder name short enough to read in status."""
 
 
+def checkpoint_identity(spec: QwenDisaggDeploymentSpec) -> dict[str, str]:
+    """What tells two checkpoints of one model name apart, beyond its revision: the claim and
+    subPath of ``spec.model.source.pvc`` (another folder of one volume may hold another export) and
+    ``spec.model.cache.digest`` (the bytes themselves; a checkpoint rewritten in place gets a new
+    one). Only what is set: a deployment without a claim or a digest keeps the key it had before
+    these were hashed."""
+    src, cache = spec.model.source, spec.model.cache
+    pvc = src.pvc if src is not None else None
+    out = {"claimName": pvc.claim_name if pvc else None, "subPath": pvc.sub_path if pvc else None,
+           "digest": cache.digest if cache else None}
+    return {k: v for k, v in out.items() if v is not None}
+
+
 def compile_cache_key(spec: QwenDisaggDeploymentSpec, role: RoleSpec, gpu: str, argv: Sequence[str],
                       env: Sequence[EnvEntry]) -> str:
     """The key of one role's caches: ``KEY_LENGTH`` hex digits of SHA-256 over the engine image and
-    vLLM version, the model name, revision and quantization, the role's topology (DP, TP, EP), the
+    vLLM version, the model name, revision and quantization, the checkpoint (:func:`checkpoint_identity`:
+    the claim and subPath it is read from, its content digest), the role's topology (DP, TP, EP), the
     GPU kind, the role's argv without the per-pod flags (``argv``: every flag qdd renders for the
-    role and every extraArgs item, in order) and its environment without
-    :data:`LOCATION_ONLY_ENV` (a variable from a Secret or ConfigMap counts by its reference: a
-    changed value behind the same reference keeps the key; docs/cold-start.md says so).
+    role and every extraArgs item, in order; the model argument, the path the engine reads, among
+    them) and its environment without :data:`LOCATION_ONLY_ENV` (a variable from a Secret or
+    ConfigMap counts by its reference: a changed value behind the same reference keeps the key;
+    docs/cold-start.md says so).
 
     Conservative by design: a flag that does not change compiled code (the KV lease, the stream
     interval) still changes the key; that costs one cold compile, a missing input would cost a
     wrong cache. ``spec.engine.image`` counts as written: a tag that moves to other contents keeps
     the key (pin images by digest; vLLM's own hash of its version and config still separates
-    torch.compile artefacts)."""
+    torch.compile artefacts). Enabling ``spec.model.cache`` changes the key (the digest joins it, and
+    the model argument becomes the weight cache's link): the first start after it compiles cold
+    (docs/cold-start.md#compile-cache says why it is kept so)."""
     t = role.topology
     doc = {
         "image": spec.engine.image, "vllmVersion": spec.engine.vllm_version, "gpu": gpu,
         "model": spec.model.name, "revision": spec.model.revision, "quantization": spec.model.quantization,
+        **({"checkpoint": ckpt} if (ckpt := checkpoint_identity(spec)) else {}),
         "topology": {"dp": t.data_parallel, "tp": t.tensor_parallel, "ep": t.expert_parallel},
         "argv": list(argv),
         "env": sorted((e.to_k8s() for e in env if e.name not in LOCATION_ONLY_ENV), key=lambda e: json.dumps(e, sort_keys=True)),

@@ -10,7 +10,7 @@ import math
 
 from ..api.spec import QwenDisaggDeploymentSpec
 from ..catalog.checkpoints import Checkpoint
-from ..catalog.startup import LOCAL, REMOTE, StartupPhases, Storage, engine_startup, worst_case
+from ..catalog.startup import LOCAL, REMOTE, PhaseSeconds, StartupPhases, Storage, engine_phases, worst_case
 
 
 def checkpoint_bytes(ckpt: Checkpoint) -> int:
@@ -31,19 +31,19 @@ def startup_warnings(spec: QwenDisaggDeploymentSpec, ckpt: Checkpoint) -> list[s
             f"to at least {math.ceil(slow.total * 1.25 / 60) * 60} (a quarter over it, in whole minutes)"]
 
 
-def expected_starts(spec: QwenDisaggDeploymentSpec, ckpt: Checkpoint, weights: Storage = REMOTE) -> dict[str, StartupPhases]:
+def expected_starts(spec: QwenDisaggDeploymentSpec, ckpt: Checkpoint, weights: Storage = REMOTE) -> dict[str, PhaseSeconds]:
     """The start-up model's phases of one engine of this deployment, by cache state: ``first`` (no
     cache of this key yet: a cold compile) and ``restart`` (a later start of the same key: warm
     compile and JIT caches and the persisted KV-cache size where spec.engine.compileCache keeps
     them, cold again without it, since the container's own file system goes with the container) and,
     with spec.model.cache, ``restartOnWarmTray`` (the same on a tray holding a verified copy: the
     weights from the node-local disk). ``weights``: where the other two read the weights from
-    (qdd.catalog.startup: remote, local or peer; the claim, remote, by default). Seconds; sources in
-    docs/facts/engine-startup.md."""
+    (qdd.catalog.startup: remote, local or peer; the claim, remote, by default). Seconds by the
+    phases of docs/cold-start.md's budget table; sources in docs/facts/engine-startup.md."""
     size, cached = checkpoint_bytes(ckpt), spec.engine.compile_cache is not None
-    out = {"first": engine_startup(size, weights, compile_cache_warm=False),
-           "restart": engine_startup(size, weights, compile_cache_warm=cached, memory_plan_cached=cached)}
+    out = {"first": engine_phases(size, weights, compile_cache_warm=False),
+           "restart": engine_phases(size, weights, compile_cache_warm=cached, memory_plan_cached=cached)}
     if spec.model.cache is not None:
         # On a tray holding a verified copy (spec.model.cache): the weights at the node-local rate.
-        out["restartOnWarmTray"] = engine_startup(size, LOCAL, compile_cache_warm=cached, memory_plan_cached=cached)
+        out["restartOnWarmTray"] = engine_phases(size, LOCAL, compile_cache_warm=cached, memory_plan_cached=cached)
     return out

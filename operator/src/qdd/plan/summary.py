@@ -64,8 +64,8 @@ def summary(plan: Plan) -> dict[str, Any]:
                    "revision": plan.spec.model.revision,
                    "speculativeConfig": None if sp is None else {"method": sp.method,
                                                                  "numSpeculativeTokens": sp.num_speculative_tokens}},
-        "startup": {state: {"seconds": round(p.total, 1), "weights": round(p.weights, 1), "compile": round(p.compile, 1),
-                            "graphs": round(p.graphs, 1)} for state, p in expected_starts(plan.spec, plan.checkpoint).items()},
+        "startup": {state: {"seconds": round(p.total, 1), **p.as_dict()}
+                    for state, p in expected_starts(plan.spec, plan.checkpoint).items()},
         "warnings": list(plan.warnings),
     }
 

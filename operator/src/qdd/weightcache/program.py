@@ -6,19 +6,28 @@ Standard library only (qdd renders this file into the ConfigMap ``<cr>-weight-ca
 ``digest DIR``
     Prints the checkpoint digest of a folder: ``sha256:`` + SHA-256 of its manifest, the lines
     ``<sha256 of the file>  <path>\\n`` of every file below DIR, paths relative to DIR with ``/``,
-    in byte order of their UTF-8 form; symbolic links followed; any path with a component starting
-    with ``.`` left out (``.git``, ``.cache``, lock files). The same as
-    ``cd DIR && find -L . -type f ! -path '*/.*' | sed 's|^\\./||' | LC_ALL=C sort | xargs -d '\\n' sha256sum | sha256sum``.
+    in byte order of their UTF-8 form; symbolic links followed, a file reached by two paths listed
+    under both; a link to a folder that is one of its own ancestors (a loop) not walked again; any
+    path with a component starting with ``.`` left out (``.git``, ``.cache``, lock files). The same
+    as ``cd DIR && find -L . -type f ! -path '*/.*' | sed 's|^\\./||' | LC_ALL=C sort | xargs -r -d '\\n' sha256sum | sha256sum``
+    (GNU find, which also walks every path and skips only loops, by device and inode of the
+    ancestors; file names with a newline or a backslash are escaped by sha256sum and not covered).
 
 ``prefetch --source SRC --cache DIR --digest sha256:HEX``
     The prefetch pods' init container (one per tray). ``DIR`` is this tray's cache folder of this
-    digest (a hostPath). A cache already there is verified in full (every byte hashed): it is kept
-    when its digest is the pinned one, else *refused* (moved aside and deleted) and the checkpoint
-    is fetched again from ``SRC`` (the remote copy, read-only). A fetch copies into a temporary
-    folder while hashing, compares the digest with the pinned one (a source that differs is never
-    installed: exit 1), makes the files read-only, renames the folder into place and writes
-    ``verified.json`` (each file's sha256, size and modification time) last. Exit 0: the tray is
-    warm.
+    digest (a hostPath). Everything below runs holding an exclusive lock, ``flock`` on
+    ``DIR/.lock``: a second prefetch of the same folder (another deployment of the same digest, a
+    restarted pod) waits for the first, then finds its copy and verifies it. Temporary folders a
+    killed run left are deleted first. A cache already there is verified in full (every byte
+    hashed): it is kept when its digest is the pinned one, else *refused* (moved aside and deleted)
+    and the checkpoint is fetched again from ``SRC`` (the remote copy, read-only). A fetch copies
+    into a temporary folder while hashing, compares the digest with the pinned one (a source that
+    differs is never installed: exit 1), makes the files read-only, renames the folder into place
+    and writes ``verified.json`` (each file's sha256, size and modification time) last. Exit 0: the
+    tray is warm. Any error (the source unreadable, another digest, a full disk, anything else)
+    ends in exit 1 and a ``failed`` report with the reason and, once the lock is held, leaves no
+    copy: the record, the files and the temporary folders are deleted, so no engine reads a
+    half-filled folder.
 
 ``select --cache DIR --digest sha256:HEX --source SRC --link PATH [--verify quick|full]``
     The engine pods' init container: points ``PATH`` (a symbolic link in an emptyDir the engine
@@ -42,6 +51,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
+import fcntl
 import hashlib
 import json
 import os
@@ -59,26 +70,40 @@ THREADS = 8
 """Files hashed or copied at once: a checkpoint is tens of multi-GB shards."""
 FILES = "files"
 RECORD = "verified.json"
+LOCK = ".lock"
+"""``flock``-ed by every prefetch of the folder for its whole run (never by ``select``: the engines'
+mount is read-only)."""
+TEMPORARY = (".incoming-", ".refused-", f".{RECORD}.")
+"""Prefixes of what a prefetch writes before it renames it into place."""
 MESSAGE_LIMIT = 4096
 """Bytes the kubelet keeps of a termination message."""
 
 
 def _walk(root: Path) -> list[str]:
-    """Relative paths (``/``-separated) of every file below ``root``, links followed, dot paths left
-    out, in byte order."""
+    """Relative paths (``/``-separated) of every file below ``root``, in byte order: what
+    ``find -L . -type f ! -path '*/.*'`` lists. Links are followed, so a file or folder reached by
+    two paths is listed under both; a folder that is one of its own ancestors (same device and
+    inode: a link back up) is not walked again, as GNU find skips a file-system loop; a broken link
+    or one that cannot be followed is not a file; dot paths are left out."""
     out: list[str] = []
-    seen: set[str] = set()
-    for top, dirs, files in os.walk(root, followlinks=True):
-        real = os.path.realpath(top)
-        if real in seen:  # a link back up: do not walk it twice
-            dirs[:] = []
-            continue
-        seen.add(real)
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for f in files:
-            p = Path(top) / f
-            if not f.startswith(".") and p.is_file():
-                out.append(p.relative_to(root).as_posix())
+
+    def visit(folder: Path, rel: str, ancestors: frozenset[tuple[int, int]]) -> None:
+        with os.scandir(folder) as it:
+            names = sorted(e.name for e in it if not e.name.startswith("."))
+        for n in names:
+            path, sub = folder / n, f"{rel}{n}"
+            try:
+                st = os.stat(path)  # follows links
+            except OSError:
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                if (st.st_dev, st.st_ino) not in ancestors:
+                    visit(path, sub + "/", ancestors | {(st.st_dev, st.st_ino)})
+            elif stat.S_ISREG(st.st_mode):
+                out.append(sub)
+
+    top = os.stat(root)
+    visit(root, "", frozenset({(top.st_dev, top.st_ino)}))
     return sorted(out, key=lambda s: s.encode())
 
 
@@ -165,53 +190,117 @@ def _remove(path: Path) -> None:
     shutil.rmtree(path)
 
 
-def prefetch(source: Path, cache: Path, digest: str) -> tuple[int, dict[str, object]]:
-    """(exit code, report) of one prefetch; see the module docstring."""
+def _lock(fd: int, cache: Path) -> float | None:
+    """Take the exclusive lock on ``fd``, waiting for another holder; the seconds waited, None
+    when nobody held it."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return None
+    except OSError as e:
+        if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            raise
     t0 = time.monotonic()
-    cache.mkdir(parents=True, exist_ok=True)
+    print(f"another prefetch holds {cache / LOCK}: waiting for it", file=sys.stderr, flush=True)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return round(time.monotonic() - t0, 1)
+
+
+def _delete(p: Path) -> None:
+    if p.is_dir() and not p.is_symlink():
+        _remove(p)
+    else:
+        p.unlink(missing_ok=True)
+
+
+def _remove_temporaries(cache: Path) -> None:
+    for p in [c for c in cache.iterdir() if c.name.startswith(TEMPORARY)]:
+        _delete(p)
+
+
+def _discard(cache: Path) -> None:
+    """After a failure (lock held): no record, no files, no temporary folder; best effort, the record
+    first (without it no engine reads the folder)."""
+    for step in (lambda: _delete(cache / RECORD), lambda: _delete(cache / FILES), lambda: _remove_temporaries(cache)):
+        with contextlib.suppress(OSError):
+            step()
+
+
+def prefetch(source: Path, cache: Path, digest: str) -> tuple[int, dict[str, object]]:
+    """(exit code, report) of one prefetch, holding ``cache/.lock``; see the module docstring. Never
+    raises: an error is a ``failed`` report with the reason, and the folder is left empty."""
+    t0 = time.monotonic()
+    seen: dict[str, object] = {}
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        fd = os.open(cache / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        return 1, {"state": "failed", "digest": digest, "error": f"opening the lock {cache / LOCK}: {e}"}
+    try:
+        try:
+            waited = _lock(fd, cache)
+        except OSError as e:
+            return 1, {"state": "failed", "digest": digest, "error": f"locking {cache / LOCK}: {e}"}
+        try:
+            code, out = _prefetch_locked(source, cache, digest, t0, seen)
+        except Exception as e:  # any error is a failed report, never a traceback
+            code, out = 1, {"state": "failed", "digest": digest, "refused": seen.get("refused"),
+                            "error": f"{type(e).__name__}: {e}"}
+        if code != 0:
+            _discard(cache)
+        if waited is not None:
+            out["lockWaitSeconds"] = waited
+        return code, out
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _prefetch_locked(source: Path, cache: Path, digest: str, t0: float,
+                     seen: dict[str, object]) -> tuple[int, dict[str, object]]:
+    _remove_temporaries(cache)  # a killed run's
     files = cache / FILES
     refused = None
     rec = _read_record(cache)
     if rec is not None and files.is_dir():
         hashes = hash_tree(files)
         if rec.get("digest") == digest and manifest_digest(hashes) == digest:
-            (cache / RECORD).write_text(json.dumps({**rec, "files": {
-                p: {**rec["files"][p], "stat": s} for p, s in _stats(files, list(hashes)).items()}}))
+            stats = _stats(files, list(hashes))
+            _write_record(cache, {**rec, "files": {p: {**rec["files"][p], "stat": s} for p, s in stats.items()}})
             return 0, {"state": "warm", "digest": digest, "files": len(hashes), "fetched": False,
-                       "bytes": sum(s[0] for s in _stats(files, list(hashes)).values()),
-                       "seconds": round(time.monotonic() - t0, 1)}
+                       "bytes": sum(s[0] for s in stats.values()), "seconds": round(time.monotonic() - t0, 1)}
         want = {p: str(v.get("sha256", "")) for p, v in rec["files"].items() if isinstance(v, dict)}
         refused = ("record of another digest" if rec.get("digest") != digest else _first_difference(want, hashes))
     elif files.exists():
         refused = f"{RECORD} missing or unreadable"
+    seen["refused"] = refused
     if files.exists():
         aside = cache / f".refused-{os.getpid()}"
-        _remove(aside)
         (cache / RECORD).unlink(missing_ok=True)
         os.rename(files, aside)
         _remove(aside)
     incoming = cache / f".incoming-{os.getpid()}"
-    _remove(incoming)
     try:
         hashes = hash_tree(source, copy_to=incoming)
     except OSError as e:
-        _remove(incoming)
         return 1, {"state": "failed", "digest": digest, "refused": refused,
-                   "error": f"reading the source {source}: {e}"}
+                   "error": f"copying the source {source}: {e}"}
     got = manifest_digest(hashes)
     if got != digest:
-        _remove(incoming)
         return 1, {"state": "failed", "digest": digest, "refused": refused,
                    "error": f"the source {source} has digest {got}, not the pinned {digest}: nothing installed"}
     stats = _stats(incoming, list(hashes))
     _read_only(incoming)
     os.rename(incoming, files)
-    tmp = cache / f".{RECORD}.{os.getpid()}"
-    tmp.write_text(json.dumps({"digest": digest, "verifiedAt": int(time.time()), "files": {
-        p: {"sha256": h, "stat": stats[p]} for p, h in hashes.items()}}))
-    os.replace(tmp, cache / RECORD)
+    _write_record(cache, {"digest": digest, "verifiedAt": int(time.time()), "files": {
+        p: {"sha256": h, "stat": stats[p]} for p, h in hashes.items()}})
     return 0, {"state": "warm", "digest": digest, "files": len(hashes), "fetched": True, "refused": refused,
                "bytes": sum(s[0] for s in stats.values()), "seconds": round(time.monotonic() - t0, 1)}
+
+
+def _write_record(cache: Path, record: dict[str, object]) -> None:
+    """``verified.json``, whole or not at all (a temporary file renamed over it)."""
+    tmp = cache / f".{RECORD}.{os.getpid()}"
+    tmp.write_text(json.dumps(record))
+    os.replace(tmp, cache / RECORD)
 
 
 def check(cache: Path, digest: str, verify: str = "quick") -> str | None:

@@ -97,7 +97,7 @@ def test_prefetch_prefers_warm_trays_refuses_corrupt_copies_and_serves_without_o
     assert digest.startswith("sha256:") and len(digest) == 71
     a, b, c, d = trays
     root = "/var/lib/qdd/weights"
-    folder = lambda tray: disks / "trays" / tray / root.lstrip("/") / digest.split(":")[1]  # noqa: E731
+    folder = lambda tray: disks / "trays" / tray / root.lstrip("/") / namespace / digest.split(":")[1]  # noqa: E731
     # Tray A: a verified copy from an earlier prefetch, then one byte flipped (size and record unchanged).
     code, _ = prefetch(source, folder(a), digest)
     assert code == 0

@@ -906,3 +906,24 @@ def test_two_endpoints_of_each_role_are_protected_from_drains():
     c = cond(status_of(cr, world(cr)), "DisruptionProtected")
     assert (c["status"], c["reason"]) == ("True", "PodDisruptionBudgets")
     assert c["message"] == "prefill and decode: a drain evicts at most one endpoint of each at a time"
+
+
+def test_a_compute_domain_created_again_gets_new_tray_claims():
+    """Injected: the ComputeDomain deleted and created again (a new UID) after the deployment
+    converged. The tray claims bound to the old UID are deleted by the next pass and created bound to
+    the new one by the pass after; nothing else is written twice."""
+    kube = FakeKube(SEED)
+    _reconcile(kube)
+    _reconcile(kube)
+    kube.settle()
+    _reconcile(kube)
+    claims = sorted(n for (k, n) in kube.objs if k == "ResourceClaim")
+    assert len(claims) == 2
+    [cd] = [o for (k, _), o in kube.objs.items() if k == "ComputeDomain"]
+    cd["metadata"]["uid"] = "recreated-uid"
+    assert [w for w in _reconcile(kube) if w[0] == "delete"] == [("delete", "ResourceClaim", c) for c in claims]
+    again = [w for w in _reconcile(kube) if w[1] == "ResourceClaim"]
+    assert again == [("apply", "ResourceClaim", c) for c in claims]
+    for c in claims:
+        [config] = kube.objs[("ResourceClaim", c)]["spec"]["devices"]["config"]
+        assert config["opaque"]["parameters"]["domainID"] == "recreated-uid"

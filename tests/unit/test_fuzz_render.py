@@ -105,15 +105,16 @@ def _plain_scalars(text: str) -> list[str]:
 
 
 def _host_paths_only_the_weight_cache(plan: Plan, spec: dict[str, Any]) -> None:
-    """No hostPath but the weight cache's (spec.model.cache): the operator's root and a digest's 64 hex
-    digits, never a spec string, and read-only in every container that mounts it (qdd.render.weight_cache)."""
+    """No hostPath but the weight cache's (spec.model.cache): the operator's root, the namespace and a digest's
+    64 hex digits, never another spec string, and read-only in every container that mounts it (qdd.render.weight_cache)."""
     host = [v for v in spec.get("volumes", []) if "hostPath" in v]
     if plan.spec.model.cache is None:
         assert not host
         return
     [v] = host
     assert v == {"name": "weight-cache", "hostPath": {
-        "path": f"{DEFAULT_ROOT}/{plan.spec.model.cache.digest.split(':')[1]}", "type": "DirectoryOrCreate"}}
+        "path": f"{DEFAULT_ROOT}/{plan.namespace}/{plan.spec.model.cache.digest.split(':')[1]}",
+        "type": "DirectoryOrCreate"}}
     for c in spec["containers"] + spec.get("initContainers", []):
         for m in c.get("volumeMounts", []):
             if m["name"] == "weight-cache":

@@ -28,6 +28,9 @@ def _pod(name: str, role: str, ip: str | None, *, leader: bool = True, generatio
                                                      labels.GENERATION: generation}}
     if deleting:
         meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    if role == "router":  # made by the router Deployment's ReplicaSet
+        meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": f"{deployment}-router-5d8f7",
+                                    "uid": "rs", "controller": True}]
     return {"metadata": meta, "status": running(ready) | ({"podIP": ip} if ip else {})}
 
 
@@ -184,6 +187,12 @@ def test_router_pods_are_its_ready_pods_with_their_restarts():
             router("r-d", "u5", 0, ip=None), router("x-r", "u4", 0, deployment="other"),
             _pod("p-0", "prefill", "10.0.0.1")]
     assert router_pods(pods, NAME) == (RouterPod(R1, "10.0.1.1", "u1/0"), RouterPod(R2, "10.0.1.2", "u2/3"))
+    # a pod labelled as a router by hand (no ReplicaSet of the router Deployment owns it) is not one
+    forged = router("r-forged", "u6", 0, ip="10.0.1.6")
+    forged["metadata"].pop("ownerReferences")
+    other_rs = router("r-other", "u7", 0, ip="10.0.1.7")
+    other_rs["metadata"]["ownerReferences"][0]["name"] = "someone-else-5d8f7"
+    assert router_pods(pods + [forged, other_rs], NAME) == router_pods(pods, NAME)
 
 
 def test_a_router_that_restarts_is_read_again_and_ready_waits_for_its_discovery():

@@ -120,3 +120,24 @@ def test_only_pods_that_share_a_tray_get_tray_claims():
     assert not uses_tray_claims(dep4, dep4.prefill)
     assert tray_claims(dep4, dep4.prefill) == [] and pod_annotations(dep4, dep4.prefill) == {}
     assert _uses(dep4)["prefill"] == (2, 8, 8, 0, False)
+
+
+def test_a_tray_claim_of_a_replaced_compute_domain_is_stale():
+    """A ComputeDomain deleted and created again has a new UID; the tray claims bound to the old one
+    are immutable and would never give a pod the new domain's channel: they are deleted (and created
+    again bound to the new UID on the next pass). Claims being deleted, or whose domain is not
+    observed yet, are left alone."""
+    from qdd.render.trayclaims import bind_domain, stale_claims, tray_claims
+
+    plan = plan_of(_cr("qwen35-397b-4xdep2-1xdep8"))
+    claims = tray_claims(plan, plan.prefill)
+    cd_name = claims[0]["metadata"]["annotations"]["qdd.dev/compute-domain"]
+    old = {"kind": "ComputeDomain", "metadata": {"name": cd_name, "uid": "uid-old"}}
+    new = {"kind": "ComputeDomain", "metadata": {"name": cd_name, "uid": "uid-new"}}
+    bound = [bind_domain(c, [old]) for c in claims]
+    assert stale_claims([old, *bound]) == []
+    assert stale_claims([new, *bound]) == [c["metadata"]["name"] for c in claims]
+    assert stale_claims(bound) == []  # the domain not observed (being created): nothing to compare
+    bound[0]["metadata"]["deletionTimestamp"] = "2026-12-07T00:00:00Z"
+    assert stale_claims([new, *bound]) == [claims[1]["metadata"]["name"]]
+    assert stale_claims([new, *(bind_domain(c, [new]) for c in claims)]) == []

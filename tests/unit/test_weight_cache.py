@@ -360,7 +360,7 @@ def test_render_prefetch_daemonset_and_engine_pods(seed_cr: dict):
     assert init["command"][2:] == ["prefetch", "--source", "/models", "--cache", "/weight-cache", "--digest", DIGEST,
                                    "--termination-log", "/dev/termination-log"]
     assert {v["name"]: v for v in pod["volumes"]}["weight-cache"]["hostPath"] == {
-        "path": "/data/qdd/" + "ab" * 32, "type": "DirectoryOrCreate"}
+        "path": f"/data/qdd/{plan.namespace}/" + "ab" * 32, "type": "DirectoryOrCreate"}
     assert ds["spec"]["template"]["metadata"]["labels"]["qdd.dev/weights"] == "ab" * 16
     for c in pod["initContainers"] + pod["containers"]:
         assert c["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
@@ -412,7 +412,8 @@ def test_the_cache_does_not_change_the_generation(seed_cr: dict):
 def test_default_root(seed_cr: dict):
     [ds] = [o for o in render_all(plan_of(_cached(seed_cr))) if o["kind"] == "DaemonSet"]
     [v] = [v for v in ds["spec"]["template"]["spec"]["volumes"] if "hostPath" in v]
-    assert v["hostPath"]["path"] == f"{DEFAULT_ROOT}/{'ab' * 32}"
+    # one folder per namespace: a tenant never shares (nor can poison) another's copy
+    assert v["hostPath"]["path"] == f"{DEFAULT_ROOT}/{seed_cr['metadata']['namespace']}/{'ab' * 32}"
 
 
 # --- what the controller reads from the pods ---------------------------------------------------

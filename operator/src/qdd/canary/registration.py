@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .. import labels
+from .. import labels, names
 
 LIST_PATH = "/list_workers"
 """vllm-router's list of registered workers (admin route; no authentication unless the router was
@@ -92,17 +92,25 @@ class RouterPod:
     instance: str
 
 
+def _of_router_replicaset(meta: Mapping[str, Any], deployment: str) -> bool:
+    prefix = names.router(deployment) + "-"
+    return any(o.get("controller") and o.get("kind") == "ReplicaSet" and str(o.get("name", "")).startswith(prefix)
+               for o in meta.get("ownerReferences") or [])
+
+
 def router_pods(pods: Iterable[Mapping[str, Any]], deployment: str) -> tuple[RouterPod, ...]:
     """The Ready router pods of ``deployment`` (role router, Running, Ready, an IP, not being
     deleted), by name: the pods the router Service sends requests to, each of which must list
-    every serving pod."""
+    every serving pod. Only pods of the router Deployment's ReplicaSets (their controller owner
+    reference): a pod that anyone with pod rights labels as a router must not hold Ready back, nor
+    be sent the operator's reads."""
     out = []
     for p in pods:
         meta = p.get("metadata") or {}
         lab = meta.get("labels") or {}
         ip = (p.get("status") or {}).get("podIP")
         if (lab.get(labels.DEPLOYMENT) != deployment or lab.get(labels.ROLE) != "router" or meta.get("deletionTimestamp")
-                or not ip or not _ready(p)):
+                or not ip or not _ready(p) or not _of_router_replicaset(meta, deployment)):
             continue
         restarts = sum(int(c.get("restartCount") or 0) for c in (p.get("status") or {}).get("containerStatuses") or [])
         out.append(RouterPod(str(meta.get("name")), str(ip), f"{meta.get('uid') or meta.get('name')}/{restarts}"))

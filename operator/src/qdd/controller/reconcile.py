@@ -23,7 +23,7 @@ from ..errors import SpecError
 from ..hashing import content_hash
 from ..plan import Plan, build_plan
 from ..render import render_all
-from ..render.trayclaims import bind_domain
+from ..render.trayclaims import bind_domain, stale_claims
 from . import metrics
 from ..canary import CanaryState
 from ..safetext import safe_value
@@ -383,6 +383,12 @@ class Reconciler:
                 and not (o["kind"] == "PodGroup" and workload_replaced)]
         # A tray claim names its ComputeDomain by UID: created once the ComputeDomain is observed.
         todo = [b for o in todo if (b := bind_domain(o, observed) if o["kind"] == "ResourceClaim" else o) is not None]
+        # ...and is deleted when the ComputeDomain was created again (a new UID): the next pass creates
+        # it bound to the new one (a claim in use stays until its pods are gone: delete protection).
+        for claim in stale_claims(observed):
+            log.warning("%s/%s: tray claim %s names a ComputeDomain that was replaced: deleted", namespace, name, claim)
+            kube.delete("resource.k8s.io/v1", "ResourceClaim", namespace, claim)
+            wrote = True
         # Two waves, each applied side by side: a PodGroup needs its Workload first (admission); the
         # rest wait for what they need by themselves (pods for their PodGroup and claim template,
         # the router's ReplicaSet for its ServiceAccount), as they would after any restart.

@@ -56,6 +56,13 @@ class Entry:
     attempts: int = 0
     next_try: float = 0.0
     busy: bool = False
+    headless: bool = False
+    """A worker of a multi-pod endpoint (``--headless``): no API server, so no "Starting vLLM server"
+    line; its start is whole once its engine cores logged ``init engine ... took``."""
+
+    def complete(self, parsed: StartupLog | None = None) -> bool:
+        p = parsed if parsed is not None else self.parsed
+        return p is not None and (p.serving or (self.headless and p.engine_init is not None))
 
 
 def _ts(s: str | None) -> float | None:
@@ -140,9 +147,10 @@ class StartupLogs:
                 restarts = int(_vllm(p).get("restartCount") or 0)
                 e = old.get(meta["name"])
                 if e is None or e.uid != meta["uid"] or e.restarts != restarts:
-                    e = Entry(meta["name"], meta["uid"], restarts, (p.get("spec") or {}).get("nodeName"))
+                    e = Entry(meta["name"], meta["uid"], restarts, (p.get("spec") or {}).get("nodeName"),
+                              headless=(meta.get("labels") or {}).get(labels.GROUP_ROLE) == "worker")
                 new[meta["name"]] = e
-                done = e.parsed is not None and e.parsed.serving
+                done = e.complete()
                 if not done and not e.busy and e.attempts < ATTEMPTS and e.next_try <= now:
                     e.busy = True
                     due.append(e)
@@ -158,7 +166,7 @@ class StartupLogs:
         try:
             text = self.read(namespace, e.pod, CONTAINER, LIMIT_BYTES, TIMEOUT_S)
             parsed, error = parse_startup_log(text), None
-            if not parsed.serving:
+            if not e.complete(parsed):
                 error = "no complete start-up in the log's first MiB (the engine's lines not found)"
         except Exception as ex:  # noqa: BLE001 — refused, timeout, RBAC, a pod gone: recorded, retried
             parsed, error = None, f"{type(ex).__name__}: {str(ex)[:200]}"

@@ -11,7 +11,6 @@ it: each prefetch pod's state (:func:`tray_state`, also put on the pod as the la
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from dataclasses import dataclass
@@ -21,6 +20,12 @@ from .. import labels
 from ..plan import Plan
 from ..plan.weight_cache import CACHE_STATE, DEFAULT_ROOT, ROOT_PATTERN
 from ..render.weight_cache import PREFETCH_INIT, ROLE, SELECT_INIT
+from ..yamlinput import load_json
+
+REPORT_BYTES = 16_384
+"""A termination message is at most 4,096 bytes (the kubelet's cut); more is not a report."""
+REPORT_DEPTH = 8
+"""The program's report nests 3 levels."""
 
 ROOT_ENV = "QDD_WEIGHT_CACHE_ROOT"
 log = logging.getLogger("qdd.weight_cache")
@@ -53,8 +58,10 @@ def _report(c: dict[str, Any]) -> tuple[dict[str, Any] | None, int | None]:
     if not term:
         return None, None
     try:
-        report = json.loads(term.get("message") or "")
-    except ValueError:
+        # The message is written by a container of the resource author's image: read with bounds
+        # (a deeply nested array raised RecursionError, failing every pass of the deployment).
+        report = load_json(term.get("message") or "", max_bytes=REPORT_BYTES, max_depth=REPORT_DEPTH)
+    except ValueError:  # InputError included
         report = None
     return (report if isinstance(report, dict) else None), term.get("exitCode")
 

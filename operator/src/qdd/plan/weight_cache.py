@@ -1,8 +1,10 @@
 """The node-local weight cache's places and names (``spec.model.cache``; docs/cold-start.md#node-local-weight-cache). Pure.
 
-Each tray's copy of a checkpoint lives in ``<root>/<digest hex>`` on the tray's own disk (a
-hostPath; ``root`` is the operator's, never the spec's: a resource author cannot choose a host
-path). The prefetch pods (one per tray, a DaemonSet) fill it; each engine pod's init container
+Each tray's copy of a checkpoint lives in ``<root>/<namespace>/<digest hex>`` on the tray's own disk
+(a hostPath; ``root`` is the operator's, never the spec's: a resource author cannot choose a host
+path). One folder per namespace: the prefetch runs the author's engine image with write access to
+the folder, and the engines' quick check trusts the folder's record, so a folder is shared only by
+deployments of one namespace (one tenant), never across tenants. The prefetch pods (one per tray, a DaemonSet) fill it; each engine pod's init container
 points ``/qdd-model/model`` at the verified copy or at the claim, and the engine serves that path.
 """
 
@@ -42,6 +44,7 @@ def digest_label(digest: str) -> str:
     return hex_of(digest)[:32]
 
 
-def tray_folder(root: str, digest: str) -> str:
-    """The hostPath of one digest's cache on every tray."""
-    return f"{root.rstrip('/')}/{hex_of(digest)}"
+def tray_folder(root: str, namespace: str, digest: str) -> str:
+    """The hostPath of one namespace's cache of one digest on every tray (a namespace name is a DNS
+    label: no ``/`` nor ``..``)."""
+    return f"{root.rstrip('/')}/{namespace}/{hex_of(digest)}"

@@ -157,3 +157,22 @@ def admission_policy() -> list[dict[str, Any]]:
                "metadata": {"name": POLICY, "labels": {"app.kubernetes.io/part-of": "qdd"}},
                "spec": {"policyName": POLICY}}
     return [policy, binding]
+
+
+def stale_claims(observed: list[dict[str, Any]]) -> list[str]:
+    """Names of the observed tray claims whose domainID is not the UID of the ComputeDomain they name
+    as observed now (the ComputeDomain was deleted and created again: a claim is immutable and was
+    bound to the old one, so no pod could get the new domain's channel through it). Not those being
+    deleted, nor those whose ComputeDomain is not observed (it is being created)."""
+    uids = {o["metadata"]["name"]: o["metadata"].get("uid") for o in observed if o["kind"] == "ComputeDomain"}
+    out = []
+    for o in observed:
+        cd = ((o["metadata"].get("annotations") or {}).get(COMPUTE_DOMAIN) if o["kind"] == "ResourceClaim" else None)
+        if not cd or o["metadata"].get("deletionTimestamp") or not uids.get(cd):
+            continue
+        ids = {c.get("opaque", {}).get("parameters", {}).get("domainID")
+               for c in ((o.get("spec") or {}).get("devices") or {}).get("config") or []}
+        if ids != {uids[cd]}:
+            out.append(o["metadata"]["name"])
+    return out
+

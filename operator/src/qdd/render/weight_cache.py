@@ -15,7 +15,7 @@ each engine pod gains. Pure. Design and alternatives: docs/cold-start.md#node-lo
   affinity (weight 100) for a tray whose prefetch pod is ``verified``: the scheduler's InterPodAffinity
   score favours such trays, inside the NVLink domain the gang is placed in; nothing requires one.
 
-Host paths: only ``<root>/<64 hex digits>``, ``root`` the operator's (never the spec's); read-only in
+Host paths: only ``<root>/<namespace>/<64 hex digits>``, ``root`` the operator's (never the spec's); read-only in
 every engine container, read-write only in the prefetch init container. No privilege, no added
 capability (all dropped), no service-account token.
 """
@@ -67,7 +67,7 @@ def _source(plan: Plan) -> tuple[dict[str, Any], dict[str, Any]]:
 def _cache_volume(plan: Plan, root: str) -> dict[str, Any]:
     # DirectoryOrCreate: a tray that never held this digest gets an empty folder, so an engine pod
     # there still starts (and reads the claim) instead of failing its mount.
-    return {"name": CACHE_VOLUME, "hostPath": {"path": wc.tray_folder(root, _digest(plan)), "type": "DirectoryOrCreate"}}
+    return {"name": CACHE_VOLUME, "hostPath": {"path": wc.tray_folder(root, plan.namespace, _digest(plan)), "type": "DirectoryOrCreate"}}
 
 
 def _program_volume(plan: Plan) -> dict[str, Any]:

@@ -312,6 +312,12 @@ def check(cache: Path, digest: str, verify: str = "quick") -> str | None:
     if rec.get("digest") != digest:
         return f"refused: the cache on this tray is of {rec.get('digest')}, not {digest}"
     want = rec["files"]
+    if not isinstance(want, dict) or not all(isinstance(v, dict) for v in want.values()):
+        return "refused: a malformed record"
+    # The record's own hashes must make the digest: a record written to match another folder's
+    # files is refused before any file is looked at.
+    if manifest_digest({p: str(v.get("sha256")) for p, v in want.items()}) != digest:
+        return "refused: the record's hashes do not make the digest"
     paths = _walk(files)
     if set(paths) != set(want):
         extra, missing = sorted(set(paths) - set(want)), sorted(set(want) - set(paths))
@@ -331,8 +337,8 @@ def select(cache: Path, digest: str, source: Path, link: Path, verify: str = "qu
     t0 = time.monotonic()
     try:
         why = check(cache, digest, verify)
-    except (OSError, ValueError, TypeError) as e:
-        why = f"refused: unreadable cache ({e})"
+    except Exception as e:  # noqa: BLE001 — whatever the folder holds, the engine falls back to the claim
+        why = f"refused: unreadable cache ({type(e).__name__}: {e})"[:500]
     target = cache / FILES if why is None else source
     if link.is_symlink() or link.exists():
         link.unlink()

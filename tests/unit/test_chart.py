@@ -622,3 +622,16 @@ def test_peering_crds_are_kopfs_shape():
     for d in docs:
         status = d["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
         assert status == {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+
+
+def test_older_kubernetes_is_refused_with_the_reason():
+    """The tray-claims policy is admissionregistration.k8s.io/v1 (GA in Kubernetes 1.36): the chart
+    says so for an older cluster instead of an install that fails on an unknown kind."""
+    p = helm("template", "qdd", str(CHART), "--namespace", NS, "--kube-version", "1.35.2", check=False)
+    assert p.returncode != 0
+    assert "needs Kubernetes 1.36 or newer, this cluster is v1.35.2" in p.stderr
+    assert "crds.install=false" in p.stderr
+    ok = helm("template", "qdd", str(CHART), "--namespace", NS, "--kube-version", "1.35.2", "--set", "crds.install=false")
+    assert "MutatingAdmissionPolicy" not in ok.stdout
+    assert "kind: MutatingAdmissionPolicy\n" in helm("template", "qdd", str(CHART), "--namespace", NS,
+                                                     "--kube-version", "1.36.0").stdout

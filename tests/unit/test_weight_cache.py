@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from qdd.api import parse_resource
 from qdd.controller.weight_cache import labels_to_set, tray_state, weight_cache_events, weight_cache_status
@@ -506,3 +507,79 @@ def test_a_refusal_is_a_warning_event_once():
         ("Warning", "WeightCacheRefused", "node-local weight cache refused: e2 on n4: refused: a changed since verification "
                                           "(size, mtime [1, 2] -> [2, 3])")]
     assert weight_cache_events(new, new) == []
+
+
+def test_the_cache_selector_narrows_the_engines_and_never_contradicts_them(seed_cr: dict):
+    from qdd.errors import SpecError
+
+    seed_cr["spec"]["cluster"]["nodeSelector"] = {"pool": "gb"}
+    with pytest.raises(SpecError) as e:
+        plan_of(_cached(seed_cr, nodeSelector={"pool": "other", "kubernetes.io/arch": "amd64", "disk": "nvme"}))
+    assert sorted(f.field for f in e.value.errors) == ["spec.model.cache.nodeSelector.kubernetes.io/arch",
+                                                       "spec.model.cache.nodeSelector.pool"]
+    assert "differs from the engines' pool='gb'" in str(e.value)
+    plan = plan_of(_cached(seed_cr, nodeSelector={"pool": "gb", "disk": "nvme"}))
+    [ds] = [o for o in render_all(plan) if o["kind"] == "DaemonSet"]
+    assert ds["spec"]["template"]["spec"]["nodeSelector"] == {
+        "kubernetes.io/arch": "arm64", "nvidia.com/gpu.product": "NVIDIA-GB200", "pool": "gb", "disk": "nvme"}
+
+
+def test_a_digest_without_its_prefix_is_refused_with_the_form_and_the_fix(seed_cr: dict):
+    from qdd.errors import SpecError
+
+    seed_cr["spec"]["model"]["source"] = {"pvc": {"claimName": "models"}}
+    seed_cr["spec"]["model"]["cache"] = {"digest": "ab" * 32}  # what the coreutils pipeline prints
+    with pytest.raises(SpecError) as e:
+        parse_resource(seed_cr)
+    [err] = e.value.errors
+    assert err.field == "spec.model.cache.digest"
+    assert "'sha256:' and 64 lower-case hex digits" in err.message and "put 'sha256:' before them" in err.message
+
+
+def test_the_compile_cache_may_not_be_the_models_claim(seed_cr: dict):
+    from qdd.errors import SpecError
+
+    seed_cr["spec"]["model"]["source"] = {"pvc": {"claimName": "models"}}
+    seed_cr["spec"]["engine"]["compileCache"] = {"claimName": "models"}
+    with pytest.raises(SpecError) as e:
+        plan_of(seed_cr)
+    [err] = e.value.errors
+    assert err.field == "spec.engine.compileCache.claimName" and "mount read-write" in err.message
+    seed_cr["spec"]["engine"]["compileCache"] = {"claimName": "compile"}
+    assert plan_of(seed_cr).spec.engine.compile_cache.claim_name == "compile"
+
+
+def test_qdd_weights_digest_refuses_a_folder_without_files(tmp_path, capsys):
+    from qdd.cli import main as cli
+
+    (tmp_path / "empty" / "sub").mkdir(parents=True)
+    with pytest.raises(SystemExit) as e:
+        cli(["weights", "digest", str(tmp_path / "empty")])
+    assert "holds no files" in str(e.value.code)
+    src = tmp_path / "ckpt"
+    src.mkdir()
+    (src / "config.json").write_text("{}")
+    cli(["weights", "digest", str(src)])
+    assert capsys.readouterr().out.strip() == manifest_digest(hash_tree(src))
+
+
+def test_qdd_render_takes_the_operators_weight_cache_root(seed_cr: dict, tmp_path, capsys, monkeypatch):
+    from qdd.cli import main as cli
+
+    f = tmp_path / "cr.yaml"
+    f.write_text(yaml.safe_dump(_cached(seed_cr)))
+    folder = f"{seed_cr['metadata']['namespace']}/{'ab' * 32}"
+
+    def paths() -> set[str]:
+        return {v["hostPath"]["path"] for o in yaml.safe_load_all(capsys.readouterr().out) if o and o["kind"] in
+                ("DaemonSet", "StatefulSet") for v in o["spec"]["template"]["spec"].get("volumes", []) if "hostPath" in v}
+    monkeypatch.delenv("QDD_WEIGHT_CACHE_ROOT", raising=False)
+    cli(["render", "-f", str(f)])
+    assert paths() == {f"{DEFAULT_ROOT}/{folder}"}
+    monkeypatch.setenv("QDD_WEIGHT_CACHE_ROOT", "/data/qdd")
+    cli(["render", "-f", str(f)])
+    assert paths() == {f"/data/qdd/{folder}"}
+    cli(["render", "-f", str(f), "--weight-cache-root", "/nvme/w"])
+    assert paths() == {f"/nvme/w/{folder}"}
+    with pytest.raises(SystemExit, match="absolute path without"):
+        cli(["render", "-f", str(f), "--weight-cache-root", "/a/../etc"])

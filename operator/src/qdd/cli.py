@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -164,9 +165,15 @@ def cmd_perf_profile(args: argparse.Namespace) -> None:
 
 
 def cmd_render(args: argparse.Namespace) -> None:
+    from .plan.weight_cache import DEFAULT_ROOT, ROOT_PATTERN
+
+    root = args.weight_cache_root or os.environ.get("QDD_WEIGHT_CACHE_ROOT") or DEFAULT_ROOT
+    if not ROOT_PATTERN.match(root) or ".." in root.split("/"):
+        raise SystemExit(f"error: --weight-cache-root {root!r}: an absolute path without '..' (the chart's "
+                         "weightCache.hostPath)")
     objs = []
     for p in _plans(args.filename):
-        objs += render_all(p, gang=args.placement == "gang")
+        objs += render_all(p, gang=args.placement == "gang", weight_cache_root=root)
     sys.stdout.write(to_yaml(objs))
 
 
@@ -177,7 +184,10 @@ def cmd_weights_digest(args: argparse.Namespace) -> None:
     folder = Path(args.dir)
     if not folder.is_dir():
         raise SystemExit(f"error: {folder}: not a folder")
-    print(manifest_digest(hash_tree(folder)))
+    hashes = hash_tree(folder)
+    if not hashes:  # the digest of an empty manifest pins nothing: a wrong folder, not a checkpoint
+        raise SystemExit(f"error: {folder}: holds no files (give the checkpoint's folder, with its config.json)")
+    print(manifest_digest(hashes))
 
 
 def cmd_crd(args: argparse.Namespace) -> None:
@@ -353,6 +363,9 @@ def parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_plan)
     r = sub.add_parser("render", help="print every Kubernetes object the operator would apply")
     r.add_argument("-f", "--filename", action="append", required=True, help="CR file (repeatable; - for stdin)")
+    r.add_argument("--weight-cache-root", default=None,
+                   help="the trays' folder of node-local weight caches, as the operator has it (the chart's "
+                        "weightCache.hostPath; default: $QDD_WEIGHT_CACHE_ROOT, else /var/lib/qdd/weights)")
     r.add_argument("--placement", choices=["gang", "affinity"], default="gang",
                    help="gang (default): Workload/PodGroup objects for a cluster that serves the Workload API "
                         "(scheduling.k8s.io/v1alpha2, gang and topology-aware scheduling on); affinity: the fallback "

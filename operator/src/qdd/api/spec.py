@@ -17,7 +17,7 @@ from .base import ApiModel, cel
 from .rules import (ARCHITECTURE_RULES, CLUSTER_PLACEMENT_RULES, MODEL_RULES, NODE_LOSS_TAINTS, SOURCE_RULES, SPEC_RULES,
                     LocalRule, cel_rules)
 from .types import (ALL2ALL, ARCH_NAME, ENV_NAME, FIELD_PATH, HOST, IDENTIFIER, MAX_CONCURRENCY, MAX_TOKENS,
-                    MODEL_PATH, REVISION, SECRET_KEY, SERVED_NAME, SUB_PATH, UCX_TLS, VERSION, EnvValue, ExtraArg, Image,
+                    MODEL_PATH, REVISION, SECRET_KEY, SERVED_NAME, SUB_PATH, UCX_TLS, VERSION, WEIGHT_DIGEST, EnvValue, ExtraArg, Image,
                     LabelKey, LabelValue, ObjectName, Quantity)
 from .observe import ObserveSpec
 from .validation import ValidationSpec
@@ -112,8 +112,6 @@ another checkpoint layout (pt, npcache, sharded_state, runai_streamer_sharded, t
 daemon or service (ipc_cache, modelexpress) or that load no weights (dummy)."""
 
 
-WEIGHT_DIGEST = r"^sha256:[0-9a-f]{64}$"
-"""``sha256:`` and 64 lower-case hex digits (qdd.weightcache.program.manifest_digest)."""
 
 
 class WeightCacheSpec(ApiModel):

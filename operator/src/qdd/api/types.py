@@ -69,7 +69,14 @@ Planning cost does not depend on it (no list of that size is built)."""
 MAX_TOKENS = 1 << 20
 """Tokens of one ISL/OSL/batch: 1,048,576, above any Qwen context (262,144 in config.json)."""
 
+WEIGHT_DIGEST = r"^sha256:[0-9a-f]{64}$"
+"""``sha256:`` and 64 lower-case hex digits (qdd.weightcache.program.manifest_digest)."""
+
 PATTERN_HELP: dict[str, str] = {
+    WEIGHT_DIGEST: "'sha256:' and 64 lower-case hex digits, as `qdd weights digest DIR` prints it (the coreutils "
+                   "pipeline of docs/cold-start.md prints the hex digits alone: put 'sha256:' before them)",
+    HTTP_URL: "an http:// or https:// URL: a host (name, IPv4 or [IPv6]) with an optional port and path; no user "
+              "info, query or fragment, e.g. http://prometheus-operated.monitoring.svc:9090",
     DNS1123_LABEL: "a DNS label: lowercase letters, digits and '-', starting and ending with a letter or digit",
     DNS1123_SUBDOMAIN: "a Kubernetes object name: lowercase letters, digits, '-' and '.', starting and ending "
                        "with a letter or digit",

@@ -138,6 +138,27 @@ def _common_env(spec: QwenDisaggDeploymentSpec, gpu: GPUKind) -> list[EnvEntry]:
     return env
 
 
+def _cache_errors(spec: QwenDisaggDeploymentSpec, arch: str, product: str) -> list[FieldError]:
+    """The compile cache on the model's own claim (mounted read-write: the engines could rewrite the
+    checkpoint, docs/security.md); ``spec.model.cache.nodeSelector`` narrows the engines' trays
+    (their architecture, GPU product and ``cluster.nodeSelector`` labels): a key of those with
+    another value would prefetch to trays no engine can use."""
+    out = []
+    src, cc = spec.model.source, spec.engine.compile_cache
+    if cc is not None and src is not None and src.pvc is not None and cc.claim_name == src.pvc.claim_name:
+        out.append(FieldError("spec.engine.compileCache.claimName",
+                              f"{cc.claim_name!r} is the model's claim (spec.model.source.pvc.claimName), which the "
+                              "engines would then mount read-write: give the compile cache a claim of its own"))
+    cache = spec.model.cache
+    if cache is None:
+        return out
+    engines = {"kubernetes.io/arch": arch, "nvidia.com/gpu.product": product, **spec.cluster.node_selector}
+    return out + [FieldError(f"spec.model.cache.nodeSelector.{k}",
+                       f"{v!r} differs from the engines' {k}={engines[k]!r}: the prefetch would fill trays no engine "
+                       "runs on; remove the key or give it the engines' value (the cache's selector only narrows theirs)")
+            for k, v in cache.node_selector.items() if k in engines and engines[k] != v]
+
+
 def _model_arg(spec: QwenDisaggDeploymentSpec) -> str:
     """The engine's model argument: with the node-local weight cache, the link its init container
     points at the tray's verified copy or at the claim (qdd.plan.weight_cache); with a claim, its mount."""
@@ -459,6 +480,7 @@ def build_plan(resource: Resource, slot: str = "a", endpoints: tuple[int, int] |
     decode, decode_errors = _role(resource.name, resource.namespace, "decode", spec, r, decode_sizing, slot, n_decode)
     cap, cap_errors, cap_warnings = decode_capacity_check(spec, m, decode_sizing, decode.gpus_per_endpoint)
     errors += sizing_errors + prefill_errors + decode_errors + cap_errors + _placement_errors(spec, r, prefill, decode)
+    errors += _cache_errors(spec, r.gpu.node_arch, r.gpu.product_label)
     warnings += fix_warnings + cap_warnings + list(prefill.warnings) + list(decode.warnings) + _spec_warnings(spec)
     warnings += startup_warnings(spec, r.checkpoint)
     if spec.cluster.gpus_per_node is not None and spec.cluster.gpus_per_node != r.gpu.gpus_per_node:

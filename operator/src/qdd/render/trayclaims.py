@@ -171,8 +171,8 @@ def stale_claims(observed: list[dict[str, Any]]) -> list[str]:
         if not cd or o["metadata"].get("deletionTimestamp") or not uids.get(cd):
             continue
         ids = {c.get("opaque", {}).get("parameters", {}).get("domainID")
-               for c in ((o.get("spec") or {}).get("devices") or {}).get("config") or []}
-        if ids != {uids[cd]}:
+               for c in ((o.get("spec") or {}).get("devices") or {}).get("config") or []} - {None, ""}
+        if ids and ids != {uids[cd]}:  # a claim without a domainID read is never called stale
             out.append(o["metadata"]["name"])
     return out
 

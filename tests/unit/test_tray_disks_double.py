@@ -88,7 +88,7 @@ def test_prefetch_pod_status_is_what_the_program_says(world):
     term = init["state"]["terminated"]
     assert term["exitCode"] == 0 and json.loads(term["message"])["state"] == "warm"
     assert st["phase"] == "Running" and core.meta["wc-abc"] == {mod.RESULT: "0"}
-    folder = disks.host_path("gb200-r1-n01", f"/var/lib/qdd/weights/{digest.split(':')[1]}")
+    folder = disks.host_path("gb200-r1-n01", f"/var/lib/qdd/weights/{ns}/{digest.split(':')[1]}")
     assert manifest_digest(hash_tree(folder / "files")) == digest
     assert tray_state({**pod, "status": st}).state == "verified"
 

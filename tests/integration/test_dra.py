@@ -12,6 +12,8 @@ gives it (qdd.render.trayclaims.bind_domain); render and apply agree
 from __future__ import annotations
 
 import copy
+import datetime as dt
+import json
 import subprocess
 import time
 from pathlib import Path
@@ -23,7 +25,8 @@ import yaml
 from qdd.api import parse_resource
 from qdd.plan import build_plan
 from qdd.plan.trays import trays
-from qdd.render.trayclaims import bind_domain
+from qdd.controller.tray_repair import ALLOCATED_ELSEWHERE, RESYNC, claims_to_resync
+from qdd.render.trayclaims import CLAIM, POD_INDEX, PODS_PER_TRAY, PREFIX, TRAY_CLAIM, bind_domain
 
 from .conftest import REPO, VENV_BIN, Kube
 from .test_placement import fillers, objects
@@ -66,6 +69,7 @@ def _old_rendering(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _apply(kube: Kube, ns: str, objs: list[dict[str, Any]]) -> None:
     # The qdd-tray-claims admission policy (cluster-scoped, installed with the chart).
     kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds" / "qdd-tray-claims-policy.yaml"))
+    policy_active(kube, ns)
     cds = [o for o in objs if o["kind"] == "ComputeDomain"]
     kube.apply(cds)
     observed = [kube.get("computedomain", o["metadata"]["name"], ns) for o in cds]
@@ -74,6 +78,35 @@ def _apply(kube: Kube, ns: str, objs: list[dict[str, Any]]) -> None:
     first = [o for o in rest if o["kind"] in ("ResourceClaim", "Workload")]
     kube.apply(first)
     kube.apply([o for o in rest if o not in first])
+
+
+def policy_active(kube: Kube, ns: str) -> None:
+    """Wait until the API server applies the tray-claim policy: a server-side dry run of a pod it
+    matches comes back mutated. A MutatingAdmissionPolicy takes effect once the API server's
+    informer has it and its binding; pods created before that keep the template's claim (the first
+    test of a fresh cluster did: every prefill pod named tray 0)."""
+    probe = {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "policy-probe", "namespace": ns, "labels": {POD_INDEX: "3"},
+        "annotations": {PREFIX: "probe-tray", PODS_PER_TRAY: "2"}},
+        "spec": {"containers": [{"name": "c", "image": "probe"}],
+                 "resourceClaims": [{"name": CLAIM, "resourceClaimName": "probe-tray-0"}]}}
+
+    def mutated() -> bool:
+        out = kube.kubectl("create", "--dry-run=server", "-o", "json", "-f", "-", input=json.dumps(probe)).stdout
+        return json.loads(out)["metadata"].get("labels", {}).get(TRAY_CLAIM) == "probe-tray-1"
+    kube.wait_for(mutated, timeout=60, interval=0.5, desc="the qdd-tray-claims policy to mutate a pod")
+
+
+def _resync_looping_claims(kube: Kube, ns: str, pods: list[dict[str, Any]]) -> None:
+    """What the operator does for a claim kube-scheduler v1.36.3 loops on (kubernetes#140263,
+    qdd.controller.tray_repair), done here since these tests apply the rendering without it."""
+    waiting = {(p["metadata"].get("labels") or {}).get(TRAY_CLAIM) for p in pods
+               if ALLOCATED_ELSEWHERE in (_unschedulable(p) or "")} - {None}
+    claims = [kube.get("resourceclaim", c, ns) for c in waiting if kube.exists("resourceclaim", c, ns)]
+    for name in claims_to_resync([*pods, *claims], dt.datetime.now(dt.timezone.utc)):
+        print(f"resync of {name}: kube-scheduler looped on it")
+        kube.kubectl("annotate", "--overwrite", "-n", ns, "resourceclaim", name,
+                     f"{RESYNC}={dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')}")
 
 
 def _gpu_pods(kube: Kube, ns: str) -> list[dict[str, Any]]:
@@ -89,6 +122,7 @@ def _pods_when(kube: Kube, ns: str, engine_pods: int, preflight_pods: int, done,
     """The engine and preflight pods once all exist and ``done(pods)`` holds."""
     def check():
         pods = _gpu_pods(kube, ns)
+        _resync_looping_claims(kube, ns, pods)
         roles = [p["metadata"]["labels"]["qdd.dev/role"] for p in pods]
         if sum(r != "preflight" for r in roles) < engine_pods or roles.count("preflight") < preflight_pods:
             return None

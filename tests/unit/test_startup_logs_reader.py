@@ -107,3 +107,24 @@ def test_status_is_bounded_and_slowest_first():
     s.track("ns", "d", pods)
     st = startup_status(s.entries("ns", "d"), pods)
     assert st["read"] == 100 and len(st["pods"]) == 64
+
+
+def test_the_reads_of_one_track_ask_for_one_pass_even_when_the_last_one_fails():
+    """Issue 23: make bench-scale wrote status.startup once per pod read (563 status patches for 30
+    deployments); the reads in flight together now end in one ask, by the last to finish."""
+    asked: list[tuple[str, str]] = []
+
+    class FailLast(Reads):
+        def __call__(self, ns, pod, container, limit, timeout):
+            self.calls.append(pod)
+            if pod == "p7":
+                raise TimeoutError("read timed out")
+            return self.text
+    s = StartupLogs(read=FailLast(), workers=0, notify=lambda ns, n: asked.append((ns, n)))
+    s.track("ns", "d", [_pod(f"p{i}", endpoint=str(i)) for i in range(8)])
+    assert asked == [("ns", "d")]
+    assert sum(e.parsed is not None for e in s.entries("ns", "d")) == 7
+    s.track("ns", "d", [_pod(f"p{i}", endpoint=str(i)) for i in range(8)])  # p7 not due again yet
+    assert asked == [("ns", "d")]
+    s.track("ns", "other", [_pod("q0")])
+    assert asked == [("ns", "d"), ("ns", "other")]

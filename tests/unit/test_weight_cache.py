@@ -583,3 +583,24 @@ def test_qdd_render_takes_the_operators_weight_cache_root(seed_cr: dict, tmp_pat
     assert paths() == {f"/nvme/w/{folder}"}
     with pytest.raises(SystemExit, match="absolute path without"):
         cli(["render", "-f", str(f), "--weight-cache-root", "/a/../etc"])
+
+
+def test_select_reads_the_claim_while_a_prefetch_holds_the_lock_and_the_cache_once_it_is_released(
+        src: Path, tmp_path: Path):
+    digest = manifest_digest(hash_tree(src))
+    cache, link = tmp_path / "tray", tmp_path / "pod" / "model"
+    prefetch(src, cache, digest)
+    held = os.open(cache / program.LOCK, os.O_RDWR)  # another open file: flock conflicts as across processes
+    fcntl.flock(held, fcntl.LOCK_EX)
+    try:
+        out = select(cache, digest, src, link)
+        assert out["source"] == "remote" and os.readlink(link) == str(src)
+        assert out["reason"] == "a prefetch is verifying or rewriting the cache on this tray right now"
+    finally:
+        os.close(held)
+    (cache / program.LOCK).chmod(0o444)  # the engine's mount is read-only: a read-only open suffices
+    out = select(cache, digest, src, link)
+    assert out["source"] == "cache" and os.readlink(link) == str(cache / "files")
+    # select's shared lock is gone once it returns: a prefetch takes the lock without waiting
+    code, again = prefetch(src, cache, digest)
+    assert code == 0 and again["state"] == "warm" and not again.get("lockWaitSeconds")

@@ -297,6 +297,17 @@ class Kube:
         if self.cache is not None:
             self.cache.deleting(kind, namespace, name)
 
+    def annotate(self, api_version: str, kind: str, namespace: str, name: str, annotations: dict[str, str]) -> None:
+        """Merge-patch annotations onto an object (qdd.controller.tray_repair's resync of a claim).
+        An object gone since it was listed is not an error."""
+        try:
+            self._required(api_version, kind).patch(
+                name=name, namespace=namespace, body={"metadata": {"annotations": annotations}},
+                content_type="application/merge-patch+json", serialize=False, _request_timeout=TIMEOUT)
+            API_WRITES.labels("patch", kind).inc()
+        except NotFoundError:
+            return
+
     def label_pod(self, namespace: str, name: str, pod_labels: dict[str, str]) -> None:
         """Merge-patch labels onto a pod (metadata is mutable; the pod is not restarted). A pod
         gone since it was listed is not an error."""

@@ -23,7 +23,8 @@ from ..errors import SpecError
 from ..hashing import content_hash
 from ..plan import Plan, build_plan
 from ..render import render_all
-from ..render.trayclaims import bind_domain, stale_claims
+from ..render.trayclaims import POLICY, bind_domain, stale_claims
+from .tray_repair import RESYNC, claims_to_resync, pods_missed_by_policy
 from . import metrics
 from ..canary import CanaryState
 from ..safetext import safe_value
@@ -53,6 +54,11 @@ from .weight_cache import add_weight_cache, labels_to_set, weight_cache_events, 
 
 log = logging.getLogger("qdd.reconcile")
 REQUEUE_AFTER_WRITE_S = 2.0
+STARTUP_PASS_DELAY_S = 10.0
+"""How long after a start-up log read its own pass comes. status.startup is diagnostic: a read is
+written by whichever pass comes first, most often the one for the next endpoint turning Ready, and
+the reads of the window end in one status patch (issue 23: make bench-scale wrote status.startup
+once per pod read, a patch of its own each, 563 status patches for 30 deployments)."""
 
 
 def _now() -> str:
@@ -144,7 +150,7 @@ class Reconciler:
             self.observer.notify = self.reconcile
         self.startup = startup or StartupLogs(workers=0)
         if self.startup.notify is None:  # a start-up read is written by one more pass
-            self.startup.notify = self.reconcile
+            self.startup.notify = self._after_startup_read
         self.namespaces = namespaces or []
         self.gang = kube.serves_workload_api() if gang is None else gang
         log.info("placement: %s", "gang scheduling through the Workload API (scheduling.k8s.io/v1alpha2 PodGroup)"
@@ -162,6 +168,14 @@ class Reconciler:
         """spec.autoscaling: the counts to lay out, the decisions (qdd.controller.autoscaling)."""
         self.trays = TrayWatch()
         """The nodes the node watch saw and what each deployment waits for of them (qdd.controller.tray_watch)."""
+
+    def _after_startup_read(self, namespace: str, name: str) -> None:
+        """One pass for the start-up reads of a window: through the work queue, which collapses the
+        asks of :data:`STARTUP_PASS_DELAY_S` into one; a pass now without a queue (unit tests)."""
+        if self.requeue is not None:
+            self.requeue((namespace, name), STARTUP_PASS_DELAY_S)
+        else:
+            self.reconcile(namespace, name)
 
     def reconcile(self, namespace: str, name: str) -> None:
         """Reconcile now, or — if a pass for this resource is running — make it run once more."""
@@ -389,6 +403,7 @@ class Reconciler:
             log.warning("%s/%s: tray claim %s names a ComputeDomain that was replaced: deleted", namespace, name, claim)
             kube.delete("resource.k8s.io/v1", "ResourceClaim", namespace, claim)
             wrote = True
+        wrote = self._repair_trays(cr, observed) or wrote
         # Two waves, each applied side by side: a PodGroup needs its Workload first (admission); the
         # rest wait for what they need by themselves (pods for their PodGroup and claim template,
         # the router's ReplicaSet for its ServiceAccount), as they would after any restart.
@@ -409,6 +424,27 @@ class Reconciler:
             kube.delete(api_version, kind, namespace, child)
             wrote = True
         return wrote
+
+    def _repair_trays(self, cr: dict[str, Any], observed: list[dict[str, Any]]) -> bool:
+        """Undo the two ways a pod sharing a tray claim stays Pending for good (qdd.controller.tray_repair):
+        a claim kube-scheduler v1.36 loops on gets a newer version; a pod the admission policy missed
+        is deleted for its StatefulSet to create again. True when it wrote."""
+        kube, namespace = self.kube, cr["metadata"]["namespace"]
+        now = dt.datetime.now(dt.timezone.utc)
+        claims, pods = claims_to_resync(observed, now), pods_missed_by_policy(observed, now)
+        for claim in claims:
+            log.warning("%s/%s: tray claim %s: kube-scheduler refuses its own allocation in a loop "
+                        "(kubernetes#140263): annotated for it to read the claim again", namespace, cr["metadata"]["name"], claim)
+            kube.annotate("resource.k8s.io/v1", "ResourceClaim", namespace, claim,
+                          {RESYNC: now.strftime("%Y-%m-%dT%H:%M:%SZ")})
+        if pods:
+            kube.event(cr, "Warning", "TrayClaimPolicyMissed",
+                       f"pod {', '.join(pods)} was created without the tray claim of its ordinal: the "
+                       f"MutatingAdmissionPolicy {POLICY} (installed with the chart) was not active or is missing "
+                       f"(kubectl get mutatingadmissionpolicy {POLICY}); deleted for its StatefulSet to create again")
+            for pod in pods:
+                kube.delete("v1", "Pod", namespace, pod)
+        return bool(claims or pods)
 
     def _inputs(self, plan: Plan | None, desired: list[dict[str, Any]], observed: list[dict[str, Any]]) -> Inputs:
         return status_inputs(self.kube, self.gang, plan, desired, observed, self.trays)

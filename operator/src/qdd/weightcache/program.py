@@ -36,7 +36,9 @@ Standard library only (qdd renders this file into the ConfigMap ``<cr>-weight-ca
     the digest, the same set of files, each with the size and modification time it had when it was
     hashed (a file rewritten, truncated, added or removed since is caught; a change that keeps both
     is not: only ``full``, which hashes every byte again, catches that). Exits 0 whatever it
-    finds: a missing or refused cache falls back to the remote copy, never stops the engine.
+    finds: a missing or refused cache falls back to the remote copy, never stops the engine. It
+    checks holding ``DIR/.lock`` shared, without waiting: while a prefetch holds it (a fetch or a
+    refusal under way) the engine reads the remote copy.
 
 ``hold``
     The prefetch pods' main container: waits for SIGTERM (the pod keeps the tray in the DaemonSet).
@@ -71,8 +73,8 @@ THREADS = 8
 FILES = "files"
 RECORD = "verified.json"
 LOCK = ".lock"
-"""``flock``-ed by every prefetch of the folder for its whole run (never by ``select``: the engines'
-mount is read-only)."""
+"""``flock``-ed exclusively by every prefetch of the folder for its whole run; ``select`` takes it
+shared, without waiting, for its check (the engines' mount is read-only: opened read-only)."""
 TEMPORARY = (".incoming-", ".refused-", f".{RECORD}.")
 """Prefixes of what a prefetch writes before it renames it into place."""
 MESSAGE_LIMIT = 4096
@@ -333,12 +335,42 @@ def check(cache: Path, digest: str, verify: str = "quick") -> str | None:
     return None
 
 
+def _shared_lock(cache: Path) -> tuple[int | None, str | None]:
+    """(fd holding a shared ``flock`` on ``cache/.lock``, None) or (None, why not). The engine's
+    mount is read-only, so ``select`` opens the lock read-only (flock needs no write access); no
+    lock file: no prefetch ever ran here (:func:`check` says so). A prefetch holds the lock
+    exclusively for its whole run: a held lock means the folder may be being refused, renamed or
+    filled right now, so ``select`` does not wait for it (a fetch takes minutes) and reads the claim."""
+    try:
+        fd = os.open(cache / LOCK, os.O_RDONLY)
+    except FileNotFoundError:
+        return None, None
+    except OSError as e:
+        return None, f"refused: opening {LOCK} ({type(e).__name__}: {e})"[:500]
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None, "a prefetch is verifying or rewriting the cache on this tray right now"
+    except OSError as e:
+        os.close(fd)
+        return None, f"refused: locking {LOCK} ({type(e).__name__}: {e})"[:500]
+    return fd, None
+
+
 def select(cache: Path, digest: str, source: Path, link: Path, verify: str = "quick") -> dict[str, object]:
     t0 = time.monotonic()
+    fd, why = _shared_lock(cache)
     try:
-        why = check(cache, digest, verify)
+        if why is None:
+            why = check(cache, digest, verify)
     except Exception as e:  # noqa: BLE001 — whatever the folder holds, the engine falls back to the claim
         why = f"refused: unreadable cache ({type(e).__name__}: {e})"[:500]
+    finally:
+        # Held through the check only: the engine's later reads are covered by the prefetch's own
+        # rule, which refuses (renames away) a copy only when it no longer hashes to the digest.
+        if fd is not None:
+            os.close(fd)
     target = cache / FILES if why is None else source
     if link.is_symlink() or link.exists():
         link.unlink()

@@ -509,6 +509,18 @@ def test_a_refusal_is_a_warning_event_once():
     assert weight_cache_events(new, new) == []
 
 
+def test_a_failed_prefetch_is_a_warning_event_once_that_names_the_fix_for_a_wrong_digest(src: Path, tmp_path: Path):
+    code, report = prefetch(src, tmp_path / "tray", "sha256:" + "0" * 64)  # the new user's mistyped digest
+    assert code == 1
+    text = f"n1: {report['error']}"
+    new = {"weightCache": {"failures": [text]}}
+    [(kind, reason, message)] = weight_cache_events({}, new)
+    assert (kind, reason) == ("Warning", "WeightCacheFailed")
+    assert f"has digest {manifest_digest(hash_tree(src))}, not the pinned sha256:000" in message
+    assert "engines on that tray read the claim" in message and "pin the claim's digest" in message
+    assert weight_cache_events(new, new) == []
+
+
 def test_the_cache_selector_narrows_the_engines_and_never_contradicts_them(seed_cr: dict):
     from qdd.errors import SpecError
 

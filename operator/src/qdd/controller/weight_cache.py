@@ -141,7 +141,9 @@ def weight_cache_status(plan: Plan, observed: list[dict[str, Any]]) -> dict[str,
 
 
 def weight_cache_events(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """(type, reason, message): a Warning ``WeightCacheRefused`` for each refusal that ``new``
+    """(type, reason, message): a Warning ``WeightCacheFailed`` for each prefetch failure that ``new``
+    status.weightCache lists and ``old`` did not (nothing installed: a source of another digest, a copy
+    that failed); a Warning ``WeightCacheRefused`` for each refusal that ``new``
     status.weightCache lists and ``old`` did not (a tray's copy that did not hash to the digest and was
     fetched again, an engine that refused its tray's copy at start and read the claim); once each."""
     was, now = old.get("weightCache") or {}, new.get("weightCache") or {}
@@ -150,6 +152,13 @@ def weight_cache_events(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[
     for text in (now.get("refused") or []) + [f for f in now.get("fallbacks") or [] if ": refused:" in f]:
         if text not in seen:
             out.append(("Warning", "WeightCacheRefused", f"node-local weight cache refused: {text}"))
+    for text in now.get("failures") or []:
+        if text not in set(was.get("failures") or []):
+            # A prefetch that fails installs nothing: the tray's engines read the claim, serving but cold.
+            fix = (" spec.model.cache.digest pins another checkpoint than the claim holds: pin the claim's digest "
+                   "(the one named), or put the pinned checkpoint on the claim" if "not the pinned" in text else "")
+            out.append(("Warning", "WeightCacheFailed",
+                        f"node-local weight cache not filled: {text}; engines on that tray read the claim.{fix}"))
     return out
 
 

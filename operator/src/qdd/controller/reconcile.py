@@ -489,8 +489,18 @@ class Reconciler:
         status = safe_value(status)  # what a router or a spec wrote, as the status and events may carry it
         old = cr.get("status") or {}
         patch = status_patch(old, status)
+        if (patch is not None and self.requeue is not None
+                and status_patch({**old, "startup": None}, {**status, "startup": None}) is None
+                and self.startup.hold_back(namespace, name, STARTUP_PASS_DELAY_S)):
+            # Only start-up reads are new and the status was just written: they wait for the next
+            # write, or for the pass the reads asked for (issue 23: one status patch per pod read).
+            status = {**status, "startup": old["startup"]} if "startup" in old else {
+                k: v for k, v in status.items() if k != "startup"}
+            patch = None
+            self.requeue((namespace, name), STARTUP_PASS_DELAY_S)
         if patch is not None:
             kube.patch_status(namespace, name, patch)
+            self.startup.wrote(namespace, name)
         self._events(cr, old, status)
         for role in ("prefill", "decode"):
             metrics.READY_ENDPOINTS.labels(namespace, name, role).set(status[role]["readyEndpoints"])

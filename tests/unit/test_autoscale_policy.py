@@ -38,16 +38,20 @@ def test_dynamo_scenario_10_to_20_rps_at_3000_150_goes_1p1d_to_2p1d():
 
 def test_scales_up_a_start_up_time_early():
     """Flat, then a ramp of +1 req/s per minute: with a 300 s start-up the endpoint is asked for
-    while the current rate still fits one endpoint, early enough to be Ready when the rate needs it."""
+    while the current rate still fits one endpoint, about a start-up time before the rate needs it.
+    The ramp is followed once it shows in both halves of the 300 s trend window (a step shows in
+    one only: qdd/autoscale/forecast.py), 3 periods after a line through the whole window would
+    have: 270 s ahead instead of 315 s."""
     cfg = config(startup_s=300.0)
     rates = [5.0] * 20 + [5.0 + 0.25 * i for i in range(60)]
     steps = run(rates, cfg, counts())
     first_add = next(i for i, (_, d) in enumerate(steps) if d.prefill.add)
     # One endpoint holds 0.85 × 40K / 3000 = 11.3 req/s at 85 %; 13.3 req/s at 100 %.
     needed_at = next(i for i, r in enumerate(rates) if r * 3000 / 40000 > 1.0)
-    assert (needed_at - first_add) * cfg.period_s >= cfg.startup_s - cfg.period_s
+    assert (first_add, rates[first_add]) == (36, 9.0)
+    assert (needed_at - first_add) * cfg.period_s == 270.0 >= cfg.startup_s - 2 * cfg.period_s
     cold = run(rates, config(startup_s=0.0), counts())
-    assert next(i for i, (_, d) in enumerate(cold) if d.prefill.add) > first_add
+    assert next(i for i, (_, d) in enumerate(cold) if d.prefill.add) == 45  # at 11.25 req/s: 135 s later
 
 
 def test_pending_endpoints_count_as_supply():

@@ -129,16 +129,3 @@ def test_the_reads_of_one_track_ask_for_one_pass_even_when_the_last_one_fails():
     s.track("ns", "other", [_pod("q0")])
     assert asked == [("ns", "d"), ("ns", "other")]
 
-
-def test_a_startup_only_write_is_held_back_for_a_while_after_any_status_write_and_forgotten_with_the_resource():
-    clock = [100.0]
-    s = StartupLogs(read=Reads(), workers=0, clock=lambda: clock[0])
-    assert not s.hold_back("ns", "d", 10.0)  # never written: nothing to wait for
-    s.wrote("ns", "d")
-    clock[0] = 109.9
-    assert s.hold_back("ns", "d", 10.0) and not s.hold_back("ns", "other", 10.0)
-    clock[0] = 110.0
-    assert not s.hold_back("ns", "d", 10.0)
-    s.wrote("ns", "d")
-    s.forget("ns", "d")
-    assert not s.hold_back("ns", "d", 10.0) and s._last_write == {}

@@ -49,6 +49,7 @@ from .status_inputs import Inputs, status_inputs
 from .tray_watch import TrayWatch
 from .serving import add_serving, forget_metrics, serving_events
 from .status import Observed, compute_status, ready_ignoring_rollout, rollout_status, status_patch
+from .status_patch import without_times
 from .startup_logs import StartupLogs, add_startup
 from .weight_cache import add_weight_cache, labels_to_set, weight_cache_events, weight_cache_root
 
@@ -159,6 +160,9 @@ class Reconciler:
         self._running: set[tuple[str, str]] = set()
         self._pending: set[tuple[str, str]] = set()
         self.managed: set[tuple[str, str]] = set()
+        self._written: dict[tuple[str, str], tuple[str | None, dict[str, Any], float]] = {}
+        """Per resource: (uid, status without transition times, :attr:`clock` time) of its last status write."""
+        self.clock: Callable[[], float] = time.monotonic
         self.requeue: Callable[[tuple[str, str], float], None] | None = None
         """Queue a pass later (the operator's work queue, qdd.controller.handlers); None: never."""
         self.last_pass = time.monotonic()
@@ -202,6 +206,7 @@ class Reconciler:
         its metrics' label sets). Called by the pass that finds it gone, which the work queue never
         runs beside another pass of it, so no pass of it writes them again afterwards."""
         self.managed.discard((namespace, name))
+        self._written.pop((namespace, name), None)
         self.canary.forget(namespace, name)
         if self.registration is not None:
             self.registration.forget(namespace, name)
@@ -489,18 +494,25 @@ class Reconciler:
         status = safe_value(status)  # what a router or a spec wrote, as the status and events may carry it
         old = cr.get("status") or {}
         patch = status_patch(old, status)
-        if (patch is not None and self.requeue is not None
-                and status_patch({**old, "startup": None}, {**status, "startup": None}) is None
-                and self.startup.hold_back(namespace, name, STARTUP_PASS_DELAY_S)):
-            # Only start-up reads are new and the status was just written: they wait for the next
-            # write, or for the pass the reads asked for (issue 23: one status patch per pod read).
-            status = {**status, "startup": old["startup"]} if "startup" in old else {
-                k: v for k, v in status.items() if k != "startup"}
-            patch = None
-            self.requeue((namespace, name), STARTUP_PASS_DELAY_S)
+        key, uid = (namespace, name), cr["metadata"].get("uid")
+        last = self._written.get(key)
+        if patch is not None and last is not None and last[0] == uid:
+            if last[1] == without_times(status):
+                # What this operator wrote last, not in its cache yet (a pass a moment after its own write
+                # reads the status of before it): written again, it would be a patch per pass.
+                patch = None
+            elif self.requeue is not None and self.clock() - last[2] < STARTUP_PASS_DELAY_S:
+                # Only start-up reads are new and the status was just written: they wait for the next
+                # write, or for the pass the reads asked for (issue 23: one status patch per pod read).
+                held = {k: v for k, v in status.items() if k != "startup"}
+                if "startup" in last[1]:
+                    held["startup"] = last[1]["startup"]
+                if without_times(held) == last[1]:
+                    status, patch = held, None
+                    self.requeue(key, STARTUP_PASS_DELAY_S)
         if patch is not None:
             kube.patch_status(namespace, name, patch)
-            self.startup.wrote(namespace, name)
+            self._written[key] = (uid, without_times(status), self.clock())
         self._events(cr, old, status)
         for role in ("prefill", "decode"):
             metrics.READY_ENDPOINTS.labels(namespace, name, role).set(status[role]["readyEndpoints"])

@@ -136,8 +136,6 @@ class StartupLogs:
         self._by: dict[tuple[str, str], dict[str, Entry]] = {}
         self._owed: set[tuple[str, str]] = set()
         """Deployments with a finished read that no pass has been asked for yet."""
-        self._last_write: dict[tuple[str, str], float] = {}
-        """When each deployment's status was last written (:meth:`wrote`), on :attr:`clock`."""
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="qdd-startup-log") if workers else None
 
     def track(self, namespace: str, name: str, pods: list[dict[str, Any]]) -> None:
@@ -201,24 +199,10 @@ class StartupLogs:
         with self._lock:
             return sorted(self._by.get((namespace, name), {}).values(), key=lambda e: e.pod)
 
-    def wrote(self, namespace: str, name: str) -> None:
-        """The deployment's status was just written (with whatever status.startup it had then)."""
-        with self._lock:
-            self._last_write[(namespace, name)] = self.clock()
-
-    def hold_back(self, namespace: str, name: str, within: float) -> bool:
-        """Whether a status write that would change status.startup alone waits: the status was
-        written less than ``within`` seconds ago. The next write for another reason carries it, or
-        the pass the reads asked for does (qdd.controller.reconcile.STARTUP_PASS_DELAY_S)."""
-        with self._lock:
-            last = self._last_write.get((namespace, name))
-        return last is not None and self.clock() - last < within
-
     def forget(self, namespace: str, name: str) -> None:
         with self._lock:
             self._by.pop((namespace, name), None)
             self._owed.discard((namespace, name))
-            self._last_write.pop((namespace, name), None)
 
 
 MAX_LISTED = 64

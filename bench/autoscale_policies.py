@@ -27,7 +27,14 @@ class QddPolicy:
     ``sample_s`` and takes the request-weighted 95th percentile of those per-second means over
     the period: a histogram with one-second resolution in time (it misses the spread inside one
     second, so it reads a little low). ``latency="mean"`` passes the period's mean instead
-    (what the replay offers a planner as is)."""
+    (what the replay offers a planner as is).
+
+    A decision's ``cancel_pending`` reaches the replay as a lower target: the replay removes its
+    newest starting worker first (then drains active ones) and counts a worker's GPU time from its
+    start to its removal, start-up included. So every starting worker is cancellable here
+    (RoleCounts.cancellable None), and a cancelled one costs only the time it was starting (checked
+    against the replay: one more prefill worker at 10 s and the target back at 40 s cost 30 s × 2
+    GPUs more than none; kept, its whole life)."""
 
     cfg: PolicyConfig
     profile: Any

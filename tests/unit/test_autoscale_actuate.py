@@ -54,6 +54,24 @@ def test_a_starting_endpoint_above_the_count_is_dropped_at_once():
     assert (p.effective, p.start_drain, p.dropped) == (1, (), (1,))
 
 
+def test_the_starting_endpoints_a_lower_count_drops_are_those_above_every_serving_one():
+    """What the policy may cancel without a hold (RoleCounts.cancellable): a not-Ready endpoint on
+    top, and one laid out whose pod does not exist yet; not one restarting below a Ready one (a
+    lower count would drain the Ready one above it), nor one below a draining one (kept until the
+    drain ends)."""
+    dec = {"decode": role(1, 1, 8, [ep("decode", 0, pods=2)])}
+    top = actuate({"prefill": role(4, 4, 2, [ep("prefill", 0), ep("prefill", 1), ep("prefill", 2, ready=False)]),
+                   **dec}, held_now=14, cap=20, may_drain=True)["prefill"]
+    assert (top.effective, top.ready, top.pending, top.cancellable) == (4, 2, 2, 2)  # index 3: laid out, no pod yet
+    middle = actuate({"prefill": role(3, 3, 2, [ep("prefill", 0), ep("prefill", 1, ready=False), ep("prefill", 2)]),
+                      **dec}, held_now=14, cap=20, may_drain=True)["prefill"]
+    assert (middle.pending, middle.cancellable) == (1, 0)
+    under_drain = actuate({"prefill": role(2, 3, 2, [ep("prefill", 0), ep("prefill", 1, ready=False),
+                                                     ep("prefill", 2, draining=True)]), **dec},
+                          held_now=14, cap=20, may_drain=True)["prefill"]
+    assert (under_drain.effective, under_drain.pending, under_drain.draining, under_drain.cancellable) == (3, 1, 1, 0)
+
+
 def test_additions_only_into_gpus_free_now_terminating_and_draining_pods_counted():
     # A rebalance at full budget (dynamo#12428): prefill drains one, decode wants one more. The
     # draining prefill endpoint still holds its GPUs, so decode waits: the budget holds.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from qdd.autoscale import Observation, PolicyState, RoleLimits, decide
+from qdd.autoscale import Counts, Observation, PolicyState, RoleCounts, RoleLimits, decide
 from qdd.autoscale.profile import TableProfile
 
 from .autoscale_helpers import PROFILE, apply, config, counts, gpus, run, settle
@@ -268,3 +268,77 @@ def test_no_scale_down_while_latency_used_more_than_half_its_target():
         steps.append(d.prefill.drain)
         state, c = d.state, settle(apply(c, d))
     assert steps[:10] == [0] * 10 and sum(steps) == 2  # the 400 ms periods cover 75 s at i = 10
+
+
+def _while_starting(rates, c, cfg, ttft_ms: float | None = 400.0):
+    """Decisions every period while whatever was added stays Pending (a start-up longer than the
+    run): each decision's cancellations and drains apply, its additions join the Pending ones."""
+    state, out = None, []
+    for i, rate in enumerate(rates):
+        d = decide(Observation(15.0 * i, rate, 3000, 150, ttft_ms=ttft_ms), PROFILE, c, cfg, state)
+        out.append(d)
+        state = d.state
+        p = c.prefill
+        c = counts(p.ready - d.prefill.drain, c.decode.ready, pp=p.pending - d.prefill.cancel_pending + d.prefill.add,
+                   pd=p.draining + d.prefill.drain)
+    return out, c
+
+
+def test_a_starting_endpoint_is_cancelled_once_the_load_it_was_ordered_for_is_gone():
+    """dynamo#14251 (its Planner kept a new pod while it sat Pending). 24 req/s at ISL 3000 is 72K
+    tok/s, 1.8 endpoints' worth over 2 × 85 %: a third endpoint is ordered (300 s start-up). The load
+    falls to 15 req/s (1.125 endpoints' worth, under 2 × 65 % = 1.3) a minute later; once the peak
+    window (60 s) holds no busy period the starting endpoint is cancelled — no hold, no drain, its
+    GPUs free at once — 75 s after the drop, where a serving one waits out a start-up time."""
+    cfg = config(startup_s=300.0)
+    decisions, end = _while_starting([24.0] * 4 + [15.0] * 8, counts(2, 1), cfg)
+    assert (decisions[0].prefill.add, decisions[0].prefill.target) == (1, 3)
+    assert [d.prefill.target for d in decisions] == [3] * 8 + [2] * 4
+    cancel = decisions[8]  # t = 120 s: the last 24 req/s period (t = 45 s) left the peak window
+    assert (cancel.prefill.cancel_pending, cancel.prefill.drain, cancel.gpus_held_after) == (1, 0, 2 * 2 + 8)
+    assert "1 starting endpoint(s) not needed" in cancel.prefill.reason
+    assert end == counts(2, 1)
+
+
+def test_a_serving_endpoint_ordered_for_the_same_load_waits_out_the_hold():
+    """The same load, but the third endpoint is Ready (serving): it is drained, not dropped, and
+    only once the hold window (start-up + a period, 315 s) holds no busy period: at t = 375 s."""
+    cfg = config(startup_s=300.0)
+    state, c, drains = None, counts(2, 1), []
+    for i, rate in enumerate([24.0] * 4 + [15.0] * 26):
+        d = decide(Observation(15.0 * i, rate, 3000, 150, ttft_ms=400.0), PROFILE, c, cfg, state)
+        state = d.state
+        drains.append((d.prefill.drain, d.prefill.cancel_pending))
+        c = settle(apply(c, d))  # what was added is Ready at the next decision
+    assert drains[:25] == [(0, 0)] * 25 and drains[25] == (1, 0)  # t = 375 s = 45 s + 315 s + one period
+    assert c == counts(2, 1)
+
+
+def test_a_starting_endpoint_still_needed_is_kept():
+    """At 24 req/s the third endpoint stays ordered; at 19 req/s (1.425 endpoints' worth) two
+    would do by the scale-up share (1.425 < 2 × 85 %), but the load is not under the scale-down
+    share of two (1.3): the order stands (a load between the two shares never flips an order)."""
+    cfg = config(startup_s=300.0)
+    for later in (24.0, 19.0):
+        decisions, end = _while_starting([24.0] * 4 + [later] * 16, counts(2, 1), cfg)
+        assert all(d.prefill.target == 3 and not d.prefill.cancel_pending for d in decisions), later
+        assert end == counts(2, 1, pp=1)
+
+
+def test_a_starting_endpoint_ordered_on_a_missed_target_or_below_a_serving_one_is_not_cancelled():
+    """An endpoint the reactive step ordered because TTFT missed its target (the profile said one
+    would do) is kept although the next periods are quiet: one good period is no evidence. And a
+    not-Ready endpoint below a Ready one (restarting) is not cancellable: a lower count would drain
+    the Ready one above it instead, so the hold applies."""
+    cfg = config(startup_s=300.0)
+    d = decide(Observation(0.0, 5.0, 3000, 150, ttft_ms=3500.0), PROFILE, counts(1, 1), cfg)
+    assert d.prefill.add == 1
+    state = d.state
+    for i in range(1, 12):
+        d = decide(Observation(15.0 * i, 5.0, 3000, 150, ttft_ms=300.0), PROFILE, counts(1, 1, pp=1), cfg, state)
+        state = d.state
+        assert (d.prefill.target, d.prefill.cancel_pending) == (2, 0)
+    restarting = Counts(RoleCounts(2, 1, cancellable=0), RoleCounts(1))
+    decisions = [decide(Observation(15.0 * i, 5.0, 3000, 150, ttft_ms=300.0), PROFILE, restarting, cfg)
+                 for i in range(2)]
+    assert all((x.prefill.target, x.prefill.cancel_pending, x.prefill.drain) == (3, 0, 0) for x in decisions)

@@ -25,9 +25,12 @@ def setups(draw):
                  decode=RoleLimits(d_min, draw(st.integers(d_min, 10)), GD),
                  scale_down_cooldown_s=draw(st.sampled_from([0.0, 60.0, 300.0])),
                  startup_s=draw(st.sampled_from([0.0, 120.0, 300.0])))
+    cancellable = st.one_of(st.none(), st.integers(0, 3))  # None: every Pending one (the replay's)
     while True:
-        c = Counts(RoleCounts(draw(st.integers(p_min, 12)), draw(st.integers(0, 3)), draw(st.integers(0, 2))),
-                   RoleCounts(draw(st.integers(d_min, 6)), draw(st.integers(0, 2)), draw(st.integers(0, 1))))
+        c = Counts(RoleCounts(draw(st.integers(p_min, 12)), draw(st.integers(0, 3)), draw(st.integers(0, 2)),
+                              draw(cancellable)),
+                   RoleCounts(draw(st.integers(d_min, 6)), draw(st.integers(0, 2)), draw(st.integers(0, 1)),
+                              draw(cancellable)))
         if gpus(c, cfg) <= budget:
             return cfg, c
         budget_fit = Counts(RoleCounts(p_min), RoleCounts(d_min))
@@ -53,6 +56,7 @@ def test_never_over_budget_in_any_intermediate_state(setup, seq):
         for role in ("prefill", "decode"):
             lim = cfg.limits(role)
             assert lim.min_endpoints <= d.of(role).target <= lim.max_endpoints
+            assert d.of(role).cancel_pending <= c.of(role).cancellable_pending  # never one a lower count would not drop
             assert d.of(role).add == 0 or (d.of(role).drain == 0 and d.of(role).cancel_pending == 0)
         state = d.state
         c = Counts(*(RoleCounts(c.of(r).ready + c.of(r).pending - d.of(r).cancel_pending - d.of(r).drain,
@@ -108,3 +112,22 @@ def test_scale_down_allowed_while_a_scale_up_is_pending(pending, extra_decode, p
     d = decide(Observation(0.0, rate, 3000.0, 1.0), PROFILE, c, cfg)
     assert d.decode.target < c.decode.active
     assert d.decode.cancel_pending + d.decode.drain == c.decode.active - d.decode.target
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.floats(0.5, 60.0), st.floats(200.0, 8000.0), st.floats(10.0, 2000.0), st.integers(1, 8), st.integers(1, 4),
+       st.sampled_from([60.0, 300.0]))
+def test_no_order_and_cancel_in_turn_under_constant_load_while_endpoints_start(rate, isl, osl, p, d, startup):
+    """What a constant load orders stays ordered while it starts (here it never becomes Ready): no
+    cancellation, no second order. Cancelling asks for the demand under the scale-down share of
+    the count without the starting endpoint; the order was made above its scale-up share."""
+    cfg = config(gpu_budget=1000, prefill=RoleLimits(1, 32, GP), decode=RoleLimits(1, 16, GD), startup_s=startup)
+    c, state = Counts(RoleCounts(p), RoleCounts(d)), None
+    for i in range(30):
+        dec = decide(Observation(i * cfg.period_s, rate, isl, osl), PROFILE, c, cfg, state)
+        state = dec.state
+        for role in ("prefill", "decode"):
+            assert dec.of(role).cancel_pending == 0
+            assert dec.of(role).add == 0 or (i == 0 and c.of(role).pending == 0)
+        c = Counts(*(RoleCounts(c.of(r).ready - dec.of(r).drain, c.of(r).pending + dec.of(r).add,
+                                c.of(r).draining + dec.of(r).drain) for r in ("prefill", "decode")))

@@ -14,7 +14,7 @@ from qdd.controller.autoscaling import autoscaler as A
 from qdd.observe import EngineRead, Judgement, PodRead, RoleServing
 from qdd.observe.model import Percentiles
 
-from .controller_world import cr_of, plan_of, replace, world
+from .controller_world import cr_of, plan_of, replace, running, world
 from .test_autoscale_inputs import profile
 
 NAME = "qwen35-397b-4xdep2-1xdep8-cc4096"
@@ -177,3 +177,32 @@ def test_advise_decides_and_shows_but_writes_no_count(writes):
     st = a.status({"conditions": []}, cr, plan_of(cr), objs)
     assert st["autoscaling"]["mode"] == "Advise" and st["autoscaling"]["prefill"]["target"] == 6
     assert st["autoscaling"]["prefill"]["effective"] == 4 and writes == {"drain": [], "scale": [], "status": []}
+
+
+def test_a_starting_endpoint_no_longer_needed_is_cancelled_at_once_a_serving_one_is_held(writes):
+    """The live path of the policy's cancel: prefill-3 (the newest, on top) still starting, the load
+    gone (2 req/s: 0.8 endpoints' worth over 2.5 req/s each, TTFT p90 300 ms under half the 1 s
+    target). The decision writes 3 through /scale and the next pass drops prefill-3 at once: no
+    drain, no hold. The same load with all four Ready writes nothing: the hold window (start-up
+    60 s + a period) has not passed."""
+    cr, objs = cluster(4)
+    objs = replace(objs, "Pod", f"{NAME}-prefill-3", lambda o: o.__setitem__("status", running(ready=False)))
+    a, obs, kube = scaler()
+    plan = plan_of(cr)
+    obs.judged = _judged(2.0)
+    assert a.layout(cr, plan, objs, "a", True) == (4, 1)
+    st = a.status({"conditions": []}, cr, plan, objs)
+    assert (st["autoscaling"]["prefill"]["pending"], st["autoscaling"]["prefill"]["target"]) == (1, 3)
+    assert "1 starting endpoint(s) not needed" in st["autoscaling"]["prefill"]["reason"]
+    assert writes["scale"] == [(f"{NAME}-prefill", 3)]
+    _, objs3 = cluster(3)
+    objs3 = replace(objs3, "Pod", f"{NAME}-prefill-3", lambda o: o.__setitem__("status", running(ready=False)))
+    assert a.layout(cr, plan, objs3, "a", True) == (3, 1)
+    assert writes["drain"] == [] and not [e for e in kube.events if e[1] == "EndpointDraining"]
+
+    served, obs2, _ = scaler()
+    obs2.judged = _judged(2.0)
+    _, all_ready = cluster(4)
+    served.layout(cr, plan, all_ready, "a", True)
+    st = served.status({"conditions": []}, cr, plan, all_ready)
+    assert st["autoscaling"]["prefill"]["target"] == 4 and len(writes["scale"]) == 1

@@ -11,7 +11,10 @@ closed loop in bench/autoscale.py). Per role:
 2. Hysteresis: scale up when demand exceeds ``utilization_up`` of the active endpoints (ready +
    pending: a Pending endpoint is supply already bought); scale down only to a count at which
    demand stays under ``utilization_down``, and only after that has held ``scale_down_cooldown_s``.
-   A constant load sits inside the band and never moves a count.
+   A constant load sits inside the band and never moves a count. A scale-up whose endpoint is not
+   serving yet is cancelled as soon as the forecast demand is under ``utilization_down`` of the
+   count without it (and the latency stayed low since the order): no hold, no drain — it serves
+   nothing (dynamo#14251's Planner kept such a pod until it was Ready).
 3. Reactive correction (the profile corrected by what the engines report): an observed latency over
    its target lowers the role's capacity correction by the miss (at most halving it per period, never
    below a quarter), a latency under half the target raises it back 2 % per period; and when the
@@ -83,13 +86,14 @@ def _corrected(role: Role, obs: Observation, cfg: PolicyConfig, state: PolicySta
     return c
 
 
-def _wanted(role: Role, demand: float, hold_demand: float | None, obs: Observation, counts: Counts,
-            cfg: PolicyConfig, state: PolicyState) -> tuple[int, int, dict[str, float], str]:
+def _wanted(role: Role, demand: float, hold_demand: float | None, may_cancel: bool, obs: Observation,
+            counts: Counts, cfg: PolicyConfig, state: PolicyState) -> tuple[int, int, dict[str, float], str]:
     """(wanted count within bounds, SLO need before bounds, updated lower_since, reason).
     ``demand``: endpoints' worth at the forecast / recent peak (scale-up); ``hold_demand``: the
     most demand of any period in the hold window (scale-down), None while a scale-down is not
     allowed: the history is shorter than the window, the role scaled up within it, or its
-    latency came near its target within it."""
+    latency came near its target within it. ``may_cancel``: the latency evidence for cancelling
+    a starting endpoint is there (:func:`_may_cancel`)."""
     lim, c = cfg.limits(role), counts.of(role)
     lower_since = dict(state.lower_since_s)
     if lim.external:
@@ -102,12 +106,32 @@ def _wanted(role: Role, demand: float, hold_demand: float | None, obs: Observati
             obs.now_s - state.last_scale_up_s.get(role, -math.inf) >= cfg.scale_up_cooldown_s and need <= c.active:
         need, reason = c.active + 1, f"observed {'TTFT' if role == 'prefill' else 'TPOT'} over target"
     down = max(math.ceil(max(hold_demand or 0.0, demand) / u_down - 1e-9), need, 1)
+    # Cancelling a scale-up that is not serving yet. A starting endpoint holds GPUs and serves
+    # nothing: deleting it cuts no request and owes no KV transfer, so neither the hold window nor
+    # a drain applies to it (they protect requests in flight and the start-up time it takes a
+    # drained endpoint to come back; a starting one has not paid its start-up yet, and the demand
+    # below is already the forecast a start-up time ahead, so the load it would serve is looked at).
+    # The rule: the newest starting endpoints go, down to the count at which the demand (forecast,
+    # and the busiest period of the peak window: the current load) stays under the scale-DOWN share
+    # of that count, as a serving endpoint's scale-down asks of every period of its hold window.
+    # Not the scale-up share: with one threshold for both, a demand wavering around it would order
+    # and cancel in turn, and a starting endpoint cancelled and ordered again starts over. Between
+    # the two shares (prefill 85 % / 65 %, decode 95 % / 75 %) an order stands: the demand must
+    # fall by about a quarter (decode a fifth) below the level that ordered it. And only while the
+    # role's latency stayed at or under ``latency_down`` of its target from its last scale-up on
+    # (``may_cancel``): an endpoint ordered because the engines missed their target is not taken
+    # back on the profile's word alone.
+    keep = max(math.ceil(demand / u_down - 1e-9), need, 1, c.active - c.cancellable_pending)
     if need > c.active:
         lower_since.pop(role, None)
         want = need
     elif hold_demand is not None and down < c.active:
         lower_since.setdefault(role, obs.now_s)
         want, reason = down, reason + f", under {u_down:.0%} of {down} for the last {hold_window_s(cfg):.0f} s"
+    elif may_cancel and keep < c.active:
+        lower_since.pop(role, None)
+        want = keep
+        reason += f", under {u_down:.0%} of {keep}: {c.active - keep} starting endpoint(s) not needed"
     else:
         lower_since.pop(role, None)
         want = c.active
@@ -125,6 +149,19 @@ def _may_scale_down(role: Role, in_hold: list[Sample], covered: bool, cfg: Polic
     return all(v is None or v <= cfg.latency_down * target for v in seen)
 
 
+def _may_cancel(role: Role, history: tuple[Sample, ...], cfg: PolicyConfig, state: PolicyState) -> bool:
+    """The latency evidence for cancelling a starting endpoint of ``role``: its observed latency
+    was at or under ``latency_down`` of its target in every period from its last scale-up on, the
+    period that ordered it included (the evidence a serving endpoint's scale-down asks of its hold
+    window, over the time since the order). So an endpoint the reactive step ordered on a missed
+    target is never cancelled: one good period after a miss is a burst's gap, not evidence, and
+    taking it back would let bursts order and cancel in turn while nothing ever starts."""
+    since = state.last_scale_up_s.get(role, -math.inf)
+    target = cfg.ttft_ms if role == "prefill" else cfg.tpot_ms
+    seen = [x.ttft_ms if role == "prefill" else x.tpot_ms for x in history if x.t_s >= since]
+    return all(v is None or v <= cfg.latency_down * target for v in seen)
+
+
 def hold_window_s(cfg: PolicyConfig) -> float:
     """Seconds a lower demand must have lasted before a scale-down: the scale-down cooldown, and at
     least one start-up time plus a period. An endpoint drained now takes ``startup_s`` to come back,
@@ -134,10 +171,11 @@ def hold_window_s(cfg: PolicyConfig) -> float:
 
 
 def _remove(role: Role, target: int, counts: Counts) -> tuple[int, int]:
-    """(pending to cancel, ready to drain) to bring the active count down to ``target``."""
+    """(pending to cancel, ready to drain) to bring the active count down to ``target``: the
+    starting endpoints a lower count removes first (:attr:`RoleCounts.cancellable`), then drains."""
     c = counts.of(role)
     excess = max(c.active - target, 0)
-    cancel = min(excess, c.pending)
+    cancel = min(excess, c.cancellable_pending)
     return cancel, excess - cancel
 
 
@@ -173,7 +211,8 @@ def decide(obs: Observation, profile: CapacityProfile, counts: Counts, cfg: Poli
         demand = max([_demand(role, rate, isl, osl, profile, cfg)] + loads)
         hold = max(_demand(role, x.rate_rps, x.isl, x.osl, profile, cfg) for x in in_hold) / corr \
             if _may_scale_down(role, in_hold, seen_whole_window, cfg, state, obs.now_s) else None
-        w, need, lower_since, reason = _wanted(role, demand / corr, hold, obs, counts, cfg, state)
+        w, need, lower_since, reason = _wanted(role, demand / corr, hold, _may_cancel(role, history, cfg, state), obs,
+                                               counts, cfg, state)
         state = replace(state, lower_since_s=lower_since)
         wants[role] = (w, need, reason)
     (wp, np_, _), (wd, nd, _) = wants["prefill"], wants["decode"]

@@ -61,6 +61,17 @@ class RoleCounts:
     ready: int
     pending: int = 0
     draining: int = 0
+    cancellable: int | None = None
+    """Of the ``pending``, how many a lower count removes at once, newest first: those above every
+    Ready or draining endpoint in the order endpoints are removed (the controller removes the
+    highest-numbered first; a not-Ready endpoint below a Ready one, e.g. one restarting, is not
+    removed by a lower count: the Ready one above it would be drained instead). None: all of them
+    (Dynamo's replay removes its newest starting worker first)."""
+
+    @property
+    def cancellable_pending(self) -> int:
+        """Pending endpoints a lower count removes at once (:attr:`cancellable`, at most ``pending``)."""
+        return self.pending if self.cancellable is None else max(min(self.cancellable, self.pending), 0)
 
     @property
     def active(self) -> int:
@@ -167,9 +178,10 @@ class PolicyState:
 class RoleDecision:
     """``target``: active endpoints wanted once the actions below and their follow-ups settle.
     ``add``: endpoints to create now (they fit the budget now). ``cancel_pending``: not-yet-Ready
-    endpoints to delete now (they serve nothing). ``drain``: Ready endpoints to take out of routing
-    now; the controller deletes each once its in-flight requests and KV leases are done (decode
-    groups whole). ``needed``: endpoints the SLO needs at the forecast load, before bounds and budget."""
+    endpoints to delete now, the newest first (they serve nothing: no drain, no hold). ``drain``:
+    Ready endpoints to take out of routing now; the controller deletes each once its in-flight
+    requests and KV leases are done (decode groups whole). ``needed``: endpoints the SLO needs at
+    the forecast load, before bounds and budget."""
 
     target: int
     add: int = 0

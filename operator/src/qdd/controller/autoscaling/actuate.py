@@ -55,6 +55,25 @@ class RoleActuation:
     draining: int = 0
     note: str = ""
     """Why ``effective`` is not the count wanted, when it is not."""
+    cancellable: int = 0
+    """Of the ``pending``, those a lower count drops at once (:func:`starting_on_top`)."""
+
+
+def starting_on_top(eps: dict[int, Endpoint], laid_out: int, draining: set[int] | frozenset[int]) -> int:
+    """Endpoints laid out (indices below ``laid_out``) that are not Ready, counted from the top down
+    to the first Ready or draining one: those a lower count removes at once (:func:`_shrink` drops a
+    not-Ready endpoint above the count, and only while nothing it must keep lies above it). A
+    not-Ready endpoint below a Ready one (one restarting) is not among them: a lower count drains
+    the Ready one above it instead. An endpoint laid out whose pods do not exist yet is one of them.
+    The policy cancels only these without a hold (qdd.autoscale.RoleCounts.cancellable), so that
+    what it decides is what the count it writes does."""
+    n = 0
+    for i in range(laid_out - 1, -1, -1):
+        e = eps.get(i)
+        if e is not None and (e.ready or e.draining or i in draining):
+            break
+        n += 1
+    return n
 
 
 def committed_gpus(held_now: int, roles: dict[str, RoleInput], laid_out: dict[str, int]) -> int:
@@ -130,6 +149,7 @@ def actuate(roles: dict[str, RoleInput], held_now: int, cap: int, may_drain: boo
         note = notes.get(role, "")
         if not note and n > r.wanted:
             note = f"{n - r.wanted} endpoint(s) above the count wanted are draining"
-        out[role] = RoleActuation(n, tuple(start), tuple(cancel), tuple(dropped), ready, max(n - ready - len(draining), 0),
-                                  len(draining), note)
+        pending = max(n - ready - len(draining), 0)
+        out[role] = RoleActuation(n, tuple(start), tuple(cancel), tuple(dropped), ready, pending, len(draining), note,
+                                  min(starting_on_top(r.endpoints, n, draining), pending))
     return out

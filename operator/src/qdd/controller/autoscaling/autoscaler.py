@@ -37,7 +37,7 @@ from ...plan.startup import expected_starts
 from ..kube import Kube
 from ..observer import Observer
 from . import metrics as M
-from .actuate import RoleActuation, RoleInput, actuate
+from .actuate import RoleActuation, RoleInput, actuate, starting_on_top
 from .drain import DRAIN_TIMEOUT_S, drain_progress
 from .endpoints import ENGINE_ROLES, Endpoint, endpoints, held_gpus, started_seconds
 from .inputs import observation, predicted_ms, profile_problem, startup_seconds
@@ -107,7 +107,8 @@ class Autoscaler:
         acts = actuate(roles, held_gpus(observed), self._cap(a, plan), stable)
         for r, act in acts.items():
             self._write(cr, r, act, eps[r], adapters.get(names.role_scale(name, r)), plan, now)
-        mem.roles = {r: RoleView(x.effective, x.ready, x.pending, x.draining) for r, x in acts.items()}
+        mem.roles = {r: RoleView(x.effective, x.ready, x.pending, x.draining, cancellable=x.cancellable)
+                     for r, x in acts.items()}
         if self.requeue is not None and any(x.draining or x.start_drain for x in acts.values()):
             self.requeue((ns, name), DRAIN_RECHECK_S)
         return acts["prefill"].effective, acts["decode"].effective
@@ -116,7 +117,8 @@ class Autoscaler:
     def _view(eps: dict[int, Endpoint], n: int) -> RoleView:
         draining = sum(1 for i, e in eps.items() if i < n and e.draining)
         ready = sum(1 for i, e in eps.items() if i < n and e.ready and not e.draining)
-        return RoleView(n, ready, max(n - ready - draining, 0), draining)
+        pending = max(n - ready - draining, 0)
+        return RoleView(n, ready, pending, draining, cancellable=min(starting_on_top(eps, n, frozenset()), pending))
 
     @staticmethod
     def _cap(a: AutoscalingSpec, plan: Plan) -> int:
@@ -236,7 +238,11 @@ class Autoscaler:
             return dataclasses.replace(base, message="waiting for two reads of the engines' metrics (spec.observe)")
         if mem.state is None:
             mem.state = load(base.policy_state)
-        counts = Counts(*(RoleCounts(mem.roles[r].ready, mem.roles[r].pending, mem.roles[r].draining)
+        # Pending: laid out, not Ready (pods not created, scheduling, starting, restarting); of them,
+        # those a lower count drops at once (on top of every Ready one) are what the policy may
+        # cancel without a hold, as Dynamo's replay cancels its starting workers in the offline loop.
+        counts = Counts(*(RoleCounts(mem.roles[r].ready, mem.roles[r].pending, mem.roles[r].draining,
+                                     mem.roles[r].cancellable)
                           if r in mem.roles else RoleCounts(0) for r in ENGINE_ROLES))
         d = decide(obs, profile, counts, config_from_spec(plan.spec, startup), mem.state)
         mem.state = d.state

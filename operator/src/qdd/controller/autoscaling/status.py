@@ -28,6 +28,8 @@ class RoleView:
     draining: int = 0
     observed_ms: float | None = None
     predicted_ms: float | None = None
+    cancellable: int | None = None
+    """Of the ``pending``, those a lower count drops at once (qdd.controller.autoscaling.actuate.starting_on_top)."""
 
 
 @dataclass(frozen=True)

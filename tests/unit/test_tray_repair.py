@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 
-from qdd.controller.tray_repair import (ALLOCATED_ELSEWHERE, RESYNC, claims_to_resync, expected_claim,
-                                        pods_missed_by_policy)
+from qdd.controller.tray_repair import (ALLOCATED_ELSEWHERE, LOOP_FOR_S, RESYNC, claims_to_resync, expected_claim,
+                                        looping_claims, pods_missed_by_policy)
 
 NOW = dt.datetime(2026, 12, 7, 12, 0, 0, tzinfo=dt.timezone.utc)
 PREFIX = "seed-prefill-tray"
@@ -51,6 +51,15 @@ def test_the_loop_ci_saw_resyncs_the_allocated_claim_of_the_waiting_pod_only():
     observed = [pod(4, node="gb200-r1-n01"), pod(5, said=LOOP), pod(6, node="n02"), pod(7, node="n02"),
                 claim(2), claim(3)]
     assert claims_to_resync(observed, NOW) == [f"{PREFIX}-2"]
+
+
+def test_a_claim_is_resynced_only_once_seen_looping_for_10_s():
+    observed = [pod(4, node="gb200-r1-n01"), pod(5, said=LOOP), claim(2)]
+    assert looping_claims(observed) == [f"{PREFIX}-2"]
+    first = {f"{PREFIX}-2": NOW}
+    assert claims_to_resync(observed, NOW, first) == []  # the transient failed PreBind: left to the scheduler
+    later = NOW + dt.timedelta(seconds=LOOP_FOR_S)
+    assert claims_to_resync(observed, later, first) == [f"{PREFIX}-2"]
 
 
 def test_a_resync_is_written_at_most_every_30_s_per_claim():
@@ -102,10 +111,14 @@ class _Kube:
 def test_the_reconciler_annotates_the_looping_claim_and_deletes_the_missed_pod():
     from qdd.controller.reconcile import Reconciler
     kube = _Kube()
-    r = Reconciler.__new__(Reconciler)  # only .kube is read
-    r.kube = kube
+    r = Reconciler.__new__(Reconciler)  # only what _repair_trays reads
+    requeued: list[float] = []
+    r.kube, r.requeue, r._looping = kube, lambda key, after: requeued.append(after), {}
     cr = {"metadata": {"namespace": "t-1", "name": "seed"}}
     observed = [pod(4, node="n01"), pod(5, said=LOOP), claim(2), pod(3, claim=f"{PREFIX}-0", label=None)]
+    assert r._repair_trays(cr, observed[:3]) is False  # first seen looping: wait, and look again then
+    assert kube.calls == [] and requeued == [LOOP_FOR_S]
+    r._looping[("t-1", "seed")][f"{PREFIX}-2"] -= dt.timedelta(seconds=LOOP_FOR_S)
     assert r._repair_trays(cr, observed) is True
     kinds = [c[0] for c in kube.calls]
     assert kinds == ["annotate", "event", "delete"]
@@ -116,4 +129,4 @@ def test_the_reconciler_annotates_the_looping_claim_and_deletes_the_missed_pod()
     assert kube.calls[2][1:] == ("v1", "Pod", "t-1", "seed-prefill-3")
     kube.calls.clear()
     assert r._repair_trays(cr, [pod(i, node="n") for i in range(4)] + [claim(0), claim(1)]) is False
-    assert kube.calls == []
+    assert kube.calls == [] and r._looping == {}  # nothing loops: forgotten

@@ -24,7 +24,7 @@ from ..hashing import content_hash
 from ..plan import Plan, build_plan
 from ..render import render_all
 from ..render.trayclaims import POLICY, bind_domain, stale_claims
-from .tray_repair import RESYNC, claims_to_resync, pods_missed_by_policy
+from .tray_repair import LOOP_FOR_S, RESYNC, claims_to_resync, looping_claims, pods_missed_by_policy
 from . import metrics
 from ..canary import CanaryState
 from ..safetext import safe_value
@@ -160,6 +160,8 @@ class Reconciler:
         self._running: set[tuple[str, str]] = set()
         self._pending: set[tuple[str, str]] = set()
         self.managed: set[tuple[str, str]] = set()
+        self._looping: dict[tuple[str, str], dict[str, dt.datetime]] = {}
+        """Per resource: its tray claims kube-scheduler was seen looping on, and since when (qdd.controller.tray_repair)."""
         self._written: dict[tuple[str, str], tuple[str | None, dict[str, Any], float]] = {}
         """Per resource: (uid, status without transition times, :attr:`clock` time) of its last status write."""
         self.clock: Callable[[], float] = time.monotonic
@@ -207,6 +209,7 @@ class Reconciler:
         runs beside another pass of it, so no pass of it writes them again afterwards."""
         self.managed.discard((namespace, name))
         self._written.pop((namespace, name), None)
+        self._looping.pop((namespace, name), None)
         self.canary.forget(namespace, name)
         if self.registration is not None:
             self.registration.forget(namespace, name)
@@ -436,7 +439,16 @@ class Reconciler:
         is deleted for its StatefulSet to create again. True when it wrote."""
         kube, namespace = self.kube, cr["metadata"]["namespace"]
         now = dt.datetime.now(dt.timezone.utc)
-        claims, pods = claims_to_resync(observed, now), pods_missed_by_policy(observed, now)
+        ref = (namespace, cr["metadata"]["name"])
+        looping = looping_claims(observed)
+        seen = {c: self._looping.get(ref, {}).get(c, now) for c in looping}
+        if seen:
+            self._looping[ref] = seen
+            if self.requeue is not None:  # the pod's condition does not change while it loops: no event comes
+                self.requeue(ref, LOOP_FOR_S)
+        else:
+            self._looping.pop(ref, None)
+        claims, pods = claims_to_resync(observed, now, seen), pods_missed_by_policy(observed, now)
         for claim in claims:
             log.warning("%s/%s: tray claim %s: kube-scheduler refuses its own allocation in a loop "
                         "(kubernetes#140263): annotated for it to read the claim again", namespace, cr["metadata"]["name"], claim)

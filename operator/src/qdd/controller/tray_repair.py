@@ -84,8 +84,7 @@ def claims_to_resync(observed: list[dict[str, Any]], now: dt.datetime,
     :data:`RESYNC_EVERY_S`. ``now``: timezone-aware UTC."""
     out = []
     for name in looping_claims(observed):
-        seen = (first_seen or {}).get(name, now) if first_seen is not None else None
-        if seen is not None and (now - seen).total_seconds() < LOOP_FOR_S:
+        if first_seen is not None and (now - first_seen.get(name, now)).total_seconds() < LOOP_FOR_S:
             continue  # most often the one failed PreBind of a shared claim, retried and placed by itself
         c = next(o for o in observed if o["kind"] == "ResourceClaim" and o["metadata"]["name"] == name)
         last = _time((c["metadata"].get("annotations") or {}).get(RESYNC))
